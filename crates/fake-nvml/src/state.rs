@@ -1,0 +1,413 @@
+//! Process-global NVML state and the wrapper every export goes through.
+//!
+//! NVML is a process-wide singleton with a reference-counted init, so the
+//! fake is too: one `Runtime` behind a mutex, created by the first
+//! `nvmlInit*` and dropped by the matching last `nvmlShutdown`.
+
+use crate::activity::GpuActivity;
+use crate::events::EventSetState;
+use crate::gpm::GpmSampleRec;
+use crate::scenario::Scenario;
+use crate::world::{GpuDef, MigInstance, World};
+use nvml_wrapper_sys::bindings::*;
+use std::collections::HashMap;
+use std::os::raw::{c_char, c_uint};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub type Ret = nvmlReturn_t;
+pub type NvResult<T = ()> = Result<T, Ret>;
+
+pub const SUCCESS: Ret = nvmlReturn_enum_NVML_SUCCESS;
+pub const UNINITIALIZED: Ret = nvmlReturn_enum_NVML_ERROR_UNINITIALIZED;
+pub const INVALID_ARGUMENT: Ret = nvmlReturn_enum_NVML_ERROR_INVALID_ARGUMENT;
+pub const NOT_SUPPORTED: Ret = nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
+pub const NOT_FOUND: Ret = nvmlReturn_enum_NVML_ERROR_NOT_FOUND;
+pub const INSUFFICIENT_SIZE: Ret = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
+pub const TIMEOUT: Ret = nvmlReturn_enum_NVML_ERROR_TIMEOUT;
+pub const GPU_IS_LOST: Ret = nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST;
+pub const VERSION_MISMATCH: Ret = nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
+
+pub const SCENARIO_ENV: &str = "TESSERA_FAKE_NVML_SCENARIO";
+
+/// Every symbol the library exports; fault injection accepts these names
+/// (and their unversioned base names, e.g. `nvmlDeviceGetMemoryInfo`).
+pub const EXPORTED: &[&str] = &[
+    "nvmlInit_v2",
+    "nvmlInitWithFlags",
+    "nvmlShutdown",
+    "nvmlErrorString",
+    "nvmlSystemGetDriverVersion",
+    "nvmlSystemGetNVMLVersion",
+    "nvmlSystemGetCudaDriverVersion_v2",
+    "nvmlDeviceGetCount_v2",
+    "nvmlDeviceGetHandleByIndex_v2",
+    "nvmlDeviceGetHandleByUUID",
+    "nvmlDeviceGetIndex",
+    "nvmlDeviceGetMinorNumber",
+    "nvmlDeviceGetName",
+    "nvmlDeviceGetUUID",
+    "nvmlDeviceGetPciInfo_v3",
+    "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetVirtualizationMode",
+    "nvmlDeviceGetMemoryInfo_v2",
+    "nvmlDeviceGetMemoryInfo",
+    "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetEnforcedPowerLimit",
+    "nvmlDeviceGetTotalEnergyConsumption",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetEccMode",
+    "nvmlDeviceGetPcieReplayCounter",
+    "nvmlDeviceGetPcieThroughput",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+    "nvmlDeviceGetProcessUtilization",
+    "nvmlDeviceGetSupportedEventTypes",
+    "nvmlDeviceRegisterEvents",
+    "nvmlEventSetCreate",
+    "nvmlEventSetWait_v2",
+    "nvmlEventSetFree",
+    "nvmlGpmQueryDeviceSupport",
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleFree",
+    "nvmlGpmSampleGet",
+    "nvmlGpmMigSampleGet",
+    "nvmlGpmMetricsGet",
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceIsMigDeviceHandle",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    "nvmlDeviceGetAttributes_v2",
+    "nvmlDeviceGetGpuInstanceProfileInfo",
+    "nvmlDeviceGetGpuInstanceProfileInfoV",
+];
+
+fn base_name(name: &str) -> &str {
+    for suffix in ["_v2", "_v3"] {
+        if let Some(b) = name.strip_suffix(suffix) {
+            return b;
+        }
+    }
+    name
+}
+
+pub fn is_known_call(name: &str) -> bool {
+    EXPORTED.iter().any(|e| *e == name || base_name(e) == name)
+}
+
+pub struct Runtime {
+    pub world: Arc<World>,
+    pub started: Instant,
+    refcount: u32,
+    pub event_sets: HashMap<u64, EventSetState>,
+    pub gpm_samples: HashMap<u64, Option<GpmSampleRec>>,
+}
+
+impl Runtime {
+    /// Milliseconds since the first `nvmlInit`; the scenario clock.
+    pub fn now_ms(&self) -> f64 {
+        self.started.elapsed().as_secs_f64() * 1000.0
+    }
+}
+
+static STATE: Mutex<Option<Runtime>> = Mutex::new(None);
+/// Ids for event sets and GPM samples; never reused, so a handle kept across
+/// shutdown and re-init is rejected instead of aliasing a new object.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A panic in one call must not wedge every later call, so a poisoned lock is taken over.
+pub fn lock() -> MutexGuard<'static, Option<Runtime>> {
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f` with the panic boundary every export needs.
+pub fn guard(f: impl FnOnce() -> NvResult) -> Ret {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => SUCCESS,
+        Ok(Err(code)) => code,
+        Err(_) => UNKNOWN,
+    }
+}
+
+/// A device handle names a GPU and optionally one of its MIG instances.
+/// Handles are tagged integers, never dereferenced, so a stale or foreign
+/// pointer is recognised and rejected with INVALID_ARGUMENT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DevRef {
+    pub gpu: usize,
+    /// Scenario index of the MIG instance.
+    pub mig: Option<usize>,
+}
+
+const DEVICE_TAG: u64 = 0xFA4E_0000_0000;
+const TAG_MASK: u64 = 0xFFFF_0000_0000;
+
+pub fn device_handle(d: DevRef) -> nvmlDevice_t {
+    let slot = d.mig.map(|m| m as u64 + 1).unwrap_or(0);
+    (DEVICE_TAG | ((d.gpu as u64 + 1) << 8) | slot) as usize as nvmlDevice_t
+}
+
+pub fn decode_device(world: &World, h: nvmlDevice_t) -> Option<DevRef> {
+    let v = h as usize as u64;
+    if v & TAG_MASK != DEVICE_TAG {
+        return None;
+    }
+    let gpu = ((v & 0xFFFF_FF00) >> 8).checked_sub(1)? as usize;
+    let slot = (v & 0xFF) as usize;
+    let def = world.gpus.get(gpu)?;
+    let mig = match slot {
+        0 => None,
+        s => {
+            let instances = def.mig.as_ref()?;
+            (s <= instances.len()).then_some(s - 1)?;
+            Some(s - 1)
+        }
+    };
+    Some(DevRef { gpu, mig })
+}
+
+/// What a call is about, for handle checks, fault matching and lost GPUs.
+#[derive(Clone, Copy)]
+pub enum Target {
+    None,
+    Device(nvmlDevice_t),
+    /// A GPU addressed by index (nvmlDeviceGetHandleByIndex); an out-of-range
+    /// index is left for the call itself to reject.
+    Index(u32),
+}
+
+pub struct Ctx<'a> {
+    pub rt: &'a mut Runtime,
+    pub world: Arc<World>,
+    pub t_ms: f64,
+    pub phase: usize,
+    pub dev: Option<DevRef>,
+}
+
+impl Ctx<'_> {
+    pub fn dev(&self) -> NvResult<DevRef> {
+        self.dev.ok_or(INVALID_ARGUMENT)
+    }
+
+    pub fn gpu(&self) -> NvResult<&GpuDef> {
+        Ok(&self.world.gpus[self.dev()?.gpu])
+    }
+
+    pub fn act(&self) -> NvResult<&GpuActivity> {
+        Ok(&self.world.phase(self.phase).gpus[self.dev()?.gpu])
+    }
+
+    /// For calls real NVML does not answer on MIG device handles.
+    pub fn full_gpu(&self) -> NvResult<&GpuDef> {
+        if self.dev()?.mig.is_some() {
+            return Err(NOT_SUPPORTED);
+        }
+        self.gpu()
+    }
+
+    pub fn mig_instance(&self) -> NvResult<Option<&MigInstance>> {
+        let d = self.dev()?;
+        Ok(match (d.mig, &self.world.gpus[d.gpu].mig) {
+            (Some(i), Some(list)) => list.get(i),
+            _ => None,
+        })
+    }
+}
+
+/// Latency of the calls that are slow on a real H100 (REFERENCE.md, median of 200).
+fn realistic_latency(name: &str) -> Duration {
+    match name {
+        "nvmlDeviceGetTotalEnergyConsumption" => Duration::from_micros(3952),
+        "nvmlDeviceGetPcieThroughput" => Duration::from_micros(20779),
+        "nvmlDeviceGetMigMode" => Duration::from_micros(149),
+        _ => Duration::ZERO,
+    }
+}
+
+/// The first matching fault's error, and the summed delay of all matching ones.
+fn faults_for(world: &World, phase: usize, name: &str, gpu: Option<usize>) -> (Option<Ret>, Duration) {
+    let mut error = None;
+    let mut delay = if world.realistic_latency {
+        realistic_latency(name)
+    } else {
+        Duration::ZERO
+    };
+    let phase_faults = &world.phase(phase).faults;
+    for f in world.global_faults.iter().chain(phase_faults) {
+        let call_matches = if f.call == "*" {
+            // "*" is for simulating a sick GPU, so it spares calls that are
+            // about no GPU at all (init, shutdown, event-set bookkeeping).
+            gpu.is_some()
+        } else {
+            f.call == name || f.call == base_name(name)
+        };
+        let gpu_matches = match f.gpu {
+            None => true,
+            Some(g) => gpu == Some(g),
+        };
+        if call_matches && gpu_matches {
+            delay += Duration::from_millis(f.slow_ms);
+            if error.is_none() {
+                error = f.error;
+            }
+        }
+    }
+    (error, delay)
+}
+
+/// The common path of every export except init/shutdown/errorString:
+/// initialized? valid handle? injected fault or delay? lost GPU? then `body`.
+pub fn entry(name: &'static str, target: Target, body: impl FnOnce(&mut Ctx) -> NvResult) -> Ret {
+    guard(|| {
+        let (error, delay) = {
+            let g = lock();
+            let rt = g.as_ref().ok_or(UNINITIALIZED)?;
+            let gpu = resolve_target(&rt.world, target)?.map(|d| d.gpu);
+            faults_for(&rt.world, rt.world.timeline.phase_at(rt.now_ms()), name, gpu)
+        };
+        if !delay.is_zero() {
+            // Sleep unlocked: a slow call must not stall calls on other threads.
+            std::thread::sleep(delay);
+        }
+        let mut g = lock();
+        let rt = g.as_mut().ok_or(UNINITIALIZED)?;
+        if let Some(code) = error {
+            return Err(code);
+        }
+        let world = rt.world.clone();
+        let dev = resolve_target(&world, target)?;
+        let t_ms = rt.now_ms();
+        let phase = world.timeline.phase_at(t_ms);
+        if let Some(d) = dev {
+            if world.phase(phase).gpus[d.gpu].lost {
+                return Err(GPU_IS_LOST);
+            }
+        }
+        let mut ctx = Ctx {
+            rt,
+            world,
+            t_ms,
+            phase,
+            dev,
+        };
+        body(&mut ctx)
+    })
+}
+
+fn resolve_target(world: &World, target: Target) -> NvResult<Option<DevRef>> {
+    match target {
+        Target::None => Ok(None),
+        Target::Device(h) => decode_device(world, h).map(Some).ok_or(INVALID_ARGUMENT),
+        Target::Index(i) => Ok(((i as usize) < world.gpus.len()).then_some(DevRef {
+            gpu: i as usize,
+            mig: None,
+        })),
+    }
+}
+
+/// `nvmlInit_v2` / `nvmlInitWithFlags`: the first call loads the scenario.
+pub fn init(name: &'static str) -> Ret {
+    guard(|| {
+        let mut g = lock();
+        if let Some(rt) = g.as_mut() {
+            rt.refcount += 1;
+            return Ok(());
+        }
+        let world = load_world().map_err(|msg| {
+            eprintln!("fake-nvml: {msg}");
+            UNKNOWN
+        })?;
+        let (error, delay) = faults_for(&world, 0, name, None);
+        drop(g);
+        std::thread::sleep(delay);
+        if let Some(code) = error {
+            return Err(code);
+        }
+        let mut g = lock();
+        match g.as_mut() {
+            // Another thread finished its init while we slept.
+            Some(rt) => rt.refcount += 1,
+            None => {
+                *g = Some(Runtime {
+                    world: Arc::new(world),
+                    started: Instant::now(),
+                    refcount: 1,
+                    event_sets: HashMap::new(),
+                    gpm_samples: HashMap::new(),
+                })
+            }
+        }
+        Ok(())
+    })
+}
+
+fn load_world() -> Result<World, String> {
+    let path = std::env::var_os(SCENARIO_ENV)
+        .ok_or_else(|| format!("{SCENARIO_ENV} is not set; point it at a scenario YAML file"))?;
+    let scenario = Scenario::load(std::path::Path::new(&path))?;
+    World::from_scenario(&scenario)
+        .map_err(|e| format!("{}: invalid scenario: {e}", std::path::Path::new(&path).display()))
+}
+
+pub fn shutdown() -> Ret {
+    guard(|| {
+        let mut g = lock();
+        let rt = g.as_mut().ok_or(UNINITIALIZED)?;
+        rt.refcount -= 1;
+        if rt.refcount == 0 {
+            *g = None;
+        }
+        Ok(())
+    })
+}
+
+/// Null out-pointers are INVALID_ARGUMENT in NVML.
+///
+/// # Safety
+/// `p` must be null or valid for writes of `T`.
+pub unsafe fn out<'a, T>(p: *mut T) -> NvResult<&'a mut T> {
+    p.as_mut().ok_or(INVALID_ARGUMENT)
+}
+
+/// Copies `s` and a NUL into a caller buffer of `len` bytes.
+///
+/// # Safety
+/// `buf` must be null or valid for `len` bytes.
+pub unsafe fn write_cstr(buf: *mut c_char, len: c_uint, s: &str) -> NvResult {
+    if buf.is_null() {
+        return Err(INVALID_ARGUMENT);
+    }
+    if s.len() + 1 > len as usize {
+        return Err(INSUFFICIENT_SIZE);
+    }
+    std::ptr::copy_nonoverlapping(s.as_ptr() as *const c_char, buf, s.len());
+    *buf.add(s.len()) = 0;
+    Ok(())
+}
+
+/// Copies `s` into a fixed C char array, truncating and NUL-terminating.
+pub fn fill_array(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
+        *d = *b as c_char;
+    }
+    if let Some(end) = dst.get_mut(n) {
+        *end = 0;
+    }
+}

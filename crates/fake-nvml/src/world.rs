@@ -1,0 +1,440 @@
+//! The resolved, validated scenario: every value the exports need, already
+//! defaulted, so the FFI layer never has to reason about missing fields.
+
+use crate::activity::{resolve_phase_gpu, GpuActivity};
+use crate::scenario::{
+    ComputeMode, FaultSpec, GpuSpec, InstanceRef, MigSpec, PhaseSpec, Scenario, Virtualization,
+};
+use crate::sku::{self, MigProfile, Sku};
+use crate::timeline::Timeline;
+use std::collections::HashSet;
+
+#[derive(Debug)]
+pub struct World {
+    pub driver_version: String,
+    pub nvml_version: String,
+    pub cuda_driver_version: i32,
+    pub process_stride: usize,
+    pub realistic_latency: bool,
+    pub gpus: Vec<GpuDef>,
+    pub timeline: Timeline,
+    /// `phases[p].gpus[g]`: activity of GPU g during phase p.
+    pub phases: Vec<Phase>,
+    pub global_faults: Vec<Fault>,
+}
+
+#[derive(Debug)]
+pub struct Phase {
+    pub gpus: Vec<GpuActivity>,
+    pub faults: Vec<Fault>,
+}
+
+#[derive(Debug)]
+pub struct GpuDef {
+    pub index: usize,
+    pub sku: &'static Sku,
+    pub uuid: String,
+    pub pci: PciAddr,
+    pub minor_number: u32,
+    pub compute_mode: u32,
+    pub virtualization: u32,
+    pub ecc_enabled: bool,
+    pub power_limit_mw: u32,
+    pub energy_start_mj: u64,
+    /// `None` when MIG mode is disabled.
+    pub mig: Option<Vec<MigInstance>>,
+    /// Scenario indexes of the MIG instances, in the order NVML enumerates
+    /// them (by GPU instance id), for `nvmlDeviceGetMigDeviceHandleByIndex`.
+    pub mig_order: Vec<usize>,
+}
+
+#[derive(Debug)]
+pub struct MigInstance {
+    pub profile: &'static MigProfile,
+    pub placement: u32,
+    pub uuid: String,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct PciAddr {
+    pub domain: u32,
+    pub bus: u32,
+    pub device: u32,
+    pub function: u32,
+}
+
+impl PciAddr {
+    pub fn bus_id(&self) -> String {
+        format!(
+            "{:08X}:{:02X}:{:02X}.{:X}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+
+    pub fn bus_id_legacy(&self) -> String {
+        format!(
+            "{:04X}:{:02X}:{:02X}.{:X}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+
+    fn parse(s: &str) -> Option<PciAddr> {
+        let (domain, rest) = s.split_once(':')?;
+        let (bus, rest) = rest.split_once(':')?;
+        let (device, function) = rest.split_once('.')?;
+        Some(PciAddr {
+            domain: u32::from_str_radix(domain, 16).ok()?,
+            bus: u32::from_str_radix(bus, 16).ok().filter(|b| *b <= 0xFF)?,
+            device: u32::from_str_radix(device, 16).ok().filter(|d| *d <= 0x1F)?,
+            function: u32::from_str_radix(function, 16).ok().filter(|f| *f <= 7)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub call: String,
+    pub gpu: Option<usize>,
+    pub error: Option<u32>,
+    pub slow_ms: u64,
+}
+
+/// Bus numbers of the eight SXM GPUs on a typical HGX H100 board, so default
+/// bus ids look like a real node.
+const HGX_BUSES: [u32; 8] = [0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB];
+
+impl World {
+    pub fn from_scenario(s: &Scenario) -> Result<World, String> {
+        if ![16, 24, 32].contains(&s.process_struct_stride) {
+            return Err(format!(
+                "process_struct_stride must be 16, 24 or 32, not {}",
+                s.process_struct_stride
+            ));
+        }
+        let mut gpus = Vec::with_capacity(s.gpus.len());
+        for (i, spec) in s.gpus.iter().enumerate() {
+            gpus.push(resolve_gpu(i, spec).map_err(|e| format!("gpus[{i}]: {e}"))?);
+        }
+        check_unique_uuids(&gpus)?;
+
+        let timeline = Timeline::new(
+            s.phases.iter().map(|p| p.at_ms).collect(),
+            s.repeat_after_ms,
+        )?;
+        let mut phases = Vec::with_capacity(s.phases.len().max(1));
+        for (pi, phase) in s.phases.iter().enumerate() {
+            let label = match &phase.name {
+                Some(n) => format!("phases[{pi}] ({n})"),
+                None => format!("phases[{pi}]"),
+            };
+            phases.push(resolve_phase(phase, &gpus).map_err(|e| format!("{label}: {e}"))?);
+        }
+        if phases.is_empty() {
+            // No timeline at all: every GPU idles for ever.
+            phases.push(resolve_phase(
+                &PhaseSpec {
+                    at_ms: 0,
+                    name: None,
+                    gpus: Vec::new(),
+                    faults: Vec::new(),
+                },
+                &gpus,
+            )?);
+        }
+        let global_faults = resolve_faults(&s.faults, gpus.len()).map_err(|e| format!("faults: {e}"))?;
+        Ok(World {
+            driver_version: s.driver_version.clone(),
+            nvml_version: s.nvml_version.clone(),
+            cuda_driver_version: s.cuda_driver_version,
+            process_stride: s.process_struct_stride as usize,
+            realistic_latency: s.realistic_latency,
+            gpus,
+            timeline,
+            phases,
+            global_faults,
+        })
+    }
+
+    pub fn phase(&self, index: usize) -> &Phase {
+        &self.phases[index.min(self.phases.len() - 1)]
+    }
+}
+
+fn resolve_gpu(index: usize, spec: &GpuSpec) -> Result<GpuDef, String> {
+    let sku = sku::by_key(&spec.sku).ok_or_else(|| {
+        format!(
+            "unknown sku {:?} (known: {})",
+            spec.sku,
+            sku::keys().join(", ")
+        )
+    })?;
+    let uuid = match &spec.uuid {
+        Some(u) if u.starts_with("GPU-") && u.len() <= 80 => u.clone(),
+        Some(u) => return Err(format!("uuid {u:?} must start with \"GPU-\"")),
+        None => format!("GPU-{}", uuid_from_seed(0x6770_0000 + index as u64)),
+    };
+    let pci = match &spec.pci_bus_id {
+        Some(id) => PciAddr::parse(id)
+            .ok_or_else(|| format!("pci_bus_id {id:?} is not like \"00000000:18:00.0\""))?,
+        None => PciAddr {
+            domain: 0,
+            bus: HGX_BUSES
+                .get(index)
+                .copied()
+                .unwrap_or(0xE0 + (index as u32 % 0x1F)),
+            device: 0,
+            function: 0,
+        },
+    };
+    let (mig, mig_order) = match &spec.mig {
+        Some(m) => {
+            let instances = resolve_mig(index, sku, m)?;
+            let mut order: Vec<usize> = (0..instances.len()).collect();
+            order.sort_by_key(|&i| (instances[i].gpu_instance_id, instances[i].compute_instance_id));
+            (Some(instances), order)
+        }
+        None => (None, Vec::new()),
+    };
+    Ok(GpuDef {
+        index,
+        sku,
+        uuid,
+        pci,
+        minor_number: spec.minor_number.unwrap_or(index as u32),
+        compute_mode: match spec.compute_mode {
+            ComputeMode::Default => 0,
+            ComputeMode::ExclusiveThread => 1,
+            ComputeMode::Prohibited => 2,
+            ComputeMode::ExclusiveProcess => 3,
+        },
+        virtualization: match spec.virtualization {
+            Virtualization::None => 0,
+            Virtualization::Passthrough => 1,
+            Virtualization::Vgpu => 2,
+            Virtualization::HostVgpu => 3,
+            Virtualization::HostVsga => 4,
+        },
+        ecc_enabled: spec.ecc_enabled,
+        power_limit_mw: spec.power_limit_watts.unwrap_or(sku.power_limit_w) * 1000,
+        energy_start_mj: spec.energy_start_joules.saturating_mul(1000),
+        mig,
+        mig_order,
+    })
+}
+
+fn resolve_mig(gpu: usize, sku: &'static Sku, spec: &MigSpec) -> Result<Vec<MigInstance>, String> {
+    if spec.instances.len() > 7 {
+        return Err(format!(
+            "mig: {} instances, a GPU holds at most 7",
+            spec.instances.len()
+        ));
+    }
+    // Memory slices taken so far; 8 per GPU.
+    let mut used = [false; 8];
+    let mut out: Vec<MigInstance> = Vec::new();
+    for (i, inst) in spec.instances.iter().enumerate() {
+        let ctx = format!("mig.instances[{i}]");
+        let profile = sku.profile_by_name(&inst.profile).ok_or_else(|| {
+            let names: Vec<&str> = sku.mig_profiles.iter().map(|p| p.name).collect();
+            format!(
+                "{ctx}: profile {:?} does not exist on {} (known: {})",
+                inst.profile,
+                sku.key,
+                names.join(", ")
+            )
+        })?;
+        let same = out.iter().filter(|o| std::ptr::eq(o.profile, profile)).count() as u32;
+        if same >= profile.instance_count {
+            return Err(format!(
+                "{ctx}: at most {} instance(s) of {} fit on a GPU",
+                profile.instance_count, profile.name
+            ));
+        }
+        let fits = |start: u32, used: &[bool; 8]| {
+            (start..start + profile.memory_slices).all(|s| s < 8 && !used[s as usize])
+        };
+        let placement = match inst.placement {
+            Some(p) => {
+                if !profile.placements.contains(&p) {
+                    return Err(format!(
+                        "{ctx}: {} cannot start at {p} (allowed: {:?})",
+                        profile.name, profile.placements
+                    ));
+                }
+                if !fits(p, &used) {
+                    return Err(format!(
+                        "{ctx}: {} at placement {p} overlaps another instance",
+                        profile.name
+                    ));
+                }
+                p
+            }
+            None => *profile
+                .placements
+                .iter()
+                .find(|&&p| fits(p, &used))
+                .ok_or_else(|| format!("{ctx}: no free placement left for {}", profile.name))?,
+        };
+        for s in placement..placement + profile.memory_slices {
+            used[s as usize] = true;
+        }
+        let uuid = match &inst.uuid {
+            Some(u) if u.starts_with("MIG-") && u.len() <= 80 => u.clone(),
+            Some(u) => return Err(format!("{ctx}: uuid {u:?} must start with \"MIG-\"")),
+            None => format!(
+                "MIG-{}",
+                uuid_from_seed(0x6d69_6700_0000 + ((gpu as u64) << 8) + i as u64)
+            ),
+        };
+        let gi = inst
+            .gpu_instance_id
+            .unwrap_or_else(|| sku::default_gpu_instance_id(profile, placement));
+        if out.iter().any(|o| o.gpu_instance_id == gi) {
+            return Err(format!("{ctx}: gpu_instance_id {gi} is used twice"));
+        }
+        out.push(MigInstance {
+            profile,
+            placement,
+            uuid,
+            gpu_instance_id: gi,
+            compute_instance_id: inst.compute_instance_id.unwrap_or(0),
+        });
+    }
+    Ok(out)
+}
+
+fn check_unique_uuids(gpus: &[GpuDef]) -> Result<(), String> {
+    let mut seen = HashSet::new();
+    for g in gpus {
+        let migs = g.mig.iter().flatten().map(|m| &m.uuid);
+        for u in std::iter::once(&g.uuid).chain(migs) {
+            if !seen.insert(u.clone()) {
+                return Err(format!("uuid {u} is used twice"));
+            }
+        }
+    }
+    let mut buses = HashSet::new();
+    for g in gpus {
+        if !buses.insert(g.pci.bus_id()) {
+            return Err(format!("pci_bus_id {} is used twice", g.pci.bus_id()));
+        }
+    }
+    Ok(())
+}
+
+/// Maps an instance reference from the scenario onto the instance's position.
+pub fn find_instance(gpu: &GpuDef, r: &InstanceRef) -> Result<usize, String> {
+    let Some(instances) = &gpu.mig else {
+        return Err(format!(
+            "GPU {} has no mig section, so MIG instance {r} does not exist",
+            gpu.index
+        ));
+    };
+    match r {
+        InstanceRef::Index(i) if *i < instances.len() => Ok(*i),
+        InstanceRef::Index(i) => Err(format!(
+            "GPU {} has {} MIG instance(s), no instance {i}",
+            gpu.index,
+            instances.len()
+        )),
+        InstanceRef::Uuid(u) => instances
+            .iter()
+            .position(|m| &m.uuid == u)
+            .ok_or_else(|| format!("GPU {} has no MIG instance {u}", gpu.index)),
+    }
+}
+
+fn resolve_phase(spec: &PhaseSpec, gpus: &[GpuDef]) -> Result<Phase, String> {
+    let mut listed = vec![None; gpus.len()];
+    for (i, g) in spec.gpus.iter().enumerate() {
+        if g.gpu >= gpus.len() {
+            return Err(format!(
+                "gpus[{i}]: GPU {} does not exist (the scenario has {})",
+                g.gpu,
+                gpus.len()
+            ));
+        }
+        if listed[g.gpu].is_some() {
+            return Err(format!("GPU {} is listed twice", g.gpu));
+        }
+        listed[g.gpu] = Some(g);
+    }
+    let mut pids = HashSet::new();
+    let mut activity = Vec::with_capacity(gpus.len());
+    for (gi, gpu) in gpus.iter().enumerate() {
+        let default_spec;
+        let g = match listed[gi] {
+            Some(g) => g,
+            None => {
+                default_spec = crate::scenario::GpuPhaseSpec {
+                    gpu: gi,
+                    ..Default::default()
+                };
+                &default_spec
+            }
+        };
+        for p in &g.processes {
+            // One pid may hold contexts on several GPUs, but not twice on one.
+            if !pids.insert((gi, p.pid)) {
+                return Err(format!("GPU {gi}: pid {} is listed twice", p.pid));
+            }
+        }
+        activity.push(resolve_phase_gpu(gpu, g).map_err(|e| format!("GPU {gi}: {e}"))?);
+    }
+    Ok(Phase {
+        gpus: activity,
+        faults: resolve_faults(&spec.faults, gpus.len()).map_err(|e| format!("faults: {e}"))?,
+    })
+}
+
+fn resolve_faults(specs: &[FaultSpec], gpu_count: usize) -> Result<Vec<Fault>, String> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if f.call != "*" && !crate::state::is_known_call(&f.call) {
+                return Err(format!("[{i}]: {:?} is not an NVML call this fake exports", f.call));
+            }
+            if let Some(g) = f.gpu {
+                if g >= gpu_count {
+                    return Err(format!("[{i}]: GPU {g} does not exist"));
+                }
+            }
+            if f.error.is_none() && f.slow_ms.is_none() {
+                return Err(format!("[{i}]: needs `error`, `slow_ms` or both"));
+            }
+            Ok(Fault {
+                call: f.call.clone(),
+                gpu: f.gpu,
+                error: f.error.map(|e| e.code()),
+                slow_ms: f.slow_ms.unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+/// Deterministic UUID text (8-4-4-4-12 hex) from a seed, so scenarios that
+/// omit UUIDs still get the same ones on every run.
+pub fn uuid_from_seed(seed: u64) -> String {
+    let mut x = seed;
+    let mut next = || {
+        // splitmix64
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let a = next();
+    let b = next();
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xFFFF,
+        a & 0xFFFF,
+        b >> 48,
+        b & 0xFFFF_FFFF_FFFF
+    )
+}

@@ -1,0 +1,337 @@
+//! Flags, their `TESSERA_*` environment mirrors and an optional YAML file, resolved into typed
+//! settings. Every invalid value is reported (one line each); the caller exits with code 2.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Default port: free of dcgm-exporter (9400) and nvidia_gpu_exporter (9835).
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:9949";
+pub const DEFAULT_POD_RESOURCES_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
+
+/// Values are taken as text and validated together, so one run reports every mistake.
+#[derive(Debug, Default, Parser)]
+#[command(name = "tessera", version, about = "GPU node exporter for shared GPUs: per-pod attribution and sharing-mode labels")]
+pub struct Cli {
+    /// YAML file with any of the settings below, keyed by flag name (e.g. `sample.interval: 2s`).
+    #[arg(long = "config.file", env = "TESSERA_CONFIG_FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Serve a built-in 8-GPU H100 node (fake NVML, kubelet and pods) instead of real GPUs.
+    #[arg(long, env = "TESSERA_DEMO")]
+    pub demo: bool,
+    /// Print docs/metrics.md (generated from the metric table) and exit.
+    #[arg(long = "print-metrics-doc", hide = true)]
+    pub print_metrics_doc: bool,
+    /// Address to serve /metrics on [default: 0.0.0.0:9949].
+    #[arg(long = "web.listen-address", env = "TESSERA_WEB_LISTEN_ADDRESS")]
+    pub listen_address: Option<String>,
+    /// Serve /debug/attribution [default: false].
+    #[arg(long = "web.enable-debug", env = "TESSERA_WEB_ENABLE_DEBUG")]
+    pub enable_debug: Option<String>,
+    /// How often to sample NVML and rebuild the snapshot [default: 1s].
+    #[arg(long = "sample.interval", env = "TESSERA_SAMPLE_INTERVAL")]
+    pub sample_interval: Option<String>,
+    /// Path of libnvidia-ml.so [default: the system's libnvidia-ml.so.1].
+    #[arg(long = "nvml.library", env = "TESSERA_NVML_LIBRARY")]
+    pub nvml_library: Option<String>,
+    /// Cadence of slow NVML calls: energy counter and MIG mode [default: 10s].
+    #[arg(long = "nvml.slow-interval", env = "TESSERA_NVML_SLOW_INTERVAL")]
+    pub nvml_slow_interval: Option<String>,
+    /// The host's procfs (NVML reports host PIDs) [default: /proc].
+    #[arg(long = "path.procfs", env = "TESSERA_PATH_PROCFS")]
+    pub procfs: Option<String>,
+    /// Per-process series [default: true].
+    #[arg(long = "collect.processes", env = "TESSERA_COLLECT_PROCESSES")]
+    pub collect_processes: Option<String>,
+    /// Per-MIG-instance series [default: true].
+    #[arg(long = "collect.mig", env = "TESSERA_COLLECT_MIG")]
+    pub collect_mig: Option<String>,
+    /// Longest label value kept; longer ones are cut and counted [default: 256].
+    #[arg(long = "metrics.max-label-value-length", env = "TESSERA_METRICS_MAX_LABEL_VALUE_LENGTH")]
+    pub max_label_value_len: Option<String>,
+    /// This node's name, for the `node` label and the pod watch [default: $NODE_NAME, else the hostname].
+    #[arg(long = "kube.node-name", env = "TESSERA_KUBE_NODE_NAME")]
+    pub node_name: Option<String>,
+    /// Log level: error, warn, info, debug, trace [default: info].
+    #[arg(long = "log.level", env = "TESSERA_LOG_LEVEL")]
+    pub log_level: Option<String>,
+    /// Log format: text or json [default: text].
+    #[arg(long = "log.format", env = "TESSERA_LOG_FORMAT")]
+    pub log_format: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub demo: bool,
+    pub listen_address: SocketAddr,
+    pub enable_debug: bool,
+    pub sample_interval: Duration,
+    pub nvml_library: Option<PathBuf>,
+    pub nvml_slow_interval: Duration,
+    pub procfs: PathBuf,
+    pub collect_processes: bool,
+    pub collect_mig: bool,
+    pub max_label_value_len: usize,
+    pub node_name: String,
+    pub log_level: tracing::Level,
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {reason}")]
+    File { path: String, reason: String },
+    #[error("config file {path}: unknown setting `{key}`")]
+    UnknownKey { path: String, key: String },
+    #[error("--{flag}: {reason} (got {value:?})")]
+    Invalid { flag: &'static str, value: String, reason: String },
+}
+
+/// Parses "1s", "500ms", "2m", "1h" (one number, one unit).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num.parse().map_err(|_| "expected a duration such as 1s, 500ms or 2m".to_owned())?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err("unit must be ms, s, m or h".into()),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|_| "out of range".into())
+}
+
+fn parse_bool(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err("expected true or false".into()),
+    }
+}
+
+/// Settings from the YAML file, as text, keyed by flag name.
+fn read_file(path: &std::path::Path, errors: &mut Vec<ConfigError>) -> BTreeMap<String, String> {
+    let shown = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(ConfigError::File { path: shown, reason: e.to_string() });
+            return BTreeMap::new();
+        }
+    };
+    let map: BTreeMap<String, serde_yaml::Value> =
+        match serde_yaml::from_str::<Option<BTreeMap<String, serde_yaml::Value>>>(&text) {
+            Ok(m) => m.unwrap_or_default(),
+            Err(e) => {
+                errors.push(ConfigError::File { path: shown, reason: e.to_string() });
+                return BTreeMap::new();
+            }
+        };
+    map.into_iter()
+        .map(|(k, v)| {
+            let text = match v {
+                serde_yaml::Value::String(s) => s,
+                serde_yaml::Value::Bool(b) => b.to_string(),
+                serde_yaml::Value::Number(n) => n.to_string(),
+                serde_yaml::Value::Sequence(items) => items
+                    .iter()
+                    .filter_map(|i| i.as_str().map(str::to_owned))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                _ => String::new(),
+            };
+            (k, text)
+        })
+        .collect()
+}
+
+struct Resolver<'a> {
+    file: BTreeMap<String, String>,
+    errors: &'a mut Vec<ConfigError>,
+}
+
+impl Resolver<'_> {
+    /// Flag (or env) first, then the file, then the default; invalid values are recorded and
+    /// the default stands in so validation can go on.
+    fn get<T>(
+        &mut self,
+        flag: &'static str,
+        cli: &Option<String>,
+        default: T,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> T {
+        let from_file = self.file.remove(flag);
+        let raw = cli.clone().or(from_file);
+        match raw {
+            None => default,
+            Some(v) => match parse(&v) {
+                Ok(t) => t,
+                Err(reason) => {
+                    self.errors.push(ConfigError::Invalid { flag, value: v, reason });
+                    default
+                }
+            },
+        }
+    }
+}
+
+fn positive(d: Duration) -> Result<Duration, String> {
+    if d.is_zero() {
+        Err("must be greater than zero".into())
+    } else {
+        Ok(d)
+    }
+}
+
+impl Settings {
+    pub fn resolve(cli: &Cli) -> Result<Settings, Vec<ConfigError>> {
+        let mut errors = Vec::new();
+        let file = match &cli.config_file {
+            Some(p) => read_file(p, &mut errors),
+            None => BTreeMap::new(),
+        };
+        let mut r = Resolver { file, errors: &mut errors };
+        let listen_address = r.get("web.listen-address", &cli.listen_address, default_listen(), |s| {
+            s.parse::<SocketAddr>().map_err(|_| "expected host:port, e.g. 0.0.0.0:9949".into())
+        });
+        let enable_debug = r.get("web.enable-debug", &cli.enable_debug, false, parse_bool);
+        let sample_interval = r.get("sample.interval", &cli.sample_interval, Duration::from_secs(1), |s| {
+            parse_duration(s).and_then(positive)
+        });
+        let nvml_library = r.get("nvml.library", &cli.nvml_library, None, |s| Ok(Some(PathBuf::from(s))));
+        let nvml_slow_interval = r.get("nvml.slow-interval", &cli.nvml_slow_interval, Duration::from_secs(10), |s| {
+            parse_duration(s).and_then(positive)
+        });
+        let procfs = r.get("path.procfs", &cli.procfs, PathBuf::from("/proc"), |s| Ok(PathBuf::from(s)));
+        let collect_processes = r.get("collect.processes", &cli.collect_processes, true, parse_bool);
+        let collect_mig = r.get("collect.mig", &cli.collect_mig, true, parse_bool);
+        let max_label_value_len = r.get("metrics.max-label-value-length", &cli.max_label_value_len, 256, |s| {
+            match s.trim().parse::<usize>() {
+                Ok(n) if (16..=65536).contains(&n) => Ok(n),
+                _ => Err("expected a whole number from 16 to 65536".into()),
+            }
+        });
+        let node_name = r.get("kube.node-name", &cli.node_name, default_node_name(), |s| {
+            if s.is_empty() || s.len() > 253 {
+                Err("must be 1 to 253 characters".into())
+            } else {
+                Ok(s.to_owned())
+            }
+        });
+        let log_level = r.get("log.level", &cli.log_level, tracing::Level::INFO, |s| {
+            s.parse().map_err(|_| "expected error, warn, info, debug or trace".into())
+        });
+        let log_format = r.get("log.format", &cli.log_format, LogFormat::Text, |s| match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            _ => Err("expected text or json".into()),
+        });
+        let path = cli.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        for key in std::mem::take(&mut r.file).into_keys() {
+            r.errors.push(ConfigError::UnknownKey { path: path.clone(), key });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(Settings {
+            demo: cli.demo,
+            listen_address,
+            enable_debug,
+            sample_interval,
+            nvml_library,
+            nvml_slow_interval,
+            procfs,
+            collect_processes,
+            collect_mig,
+            max_label_value_len,
+            node_name,
+            log_level,
+            log_format,
+        })
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 9949))
+}
+
+fn default_node_name() -> String {
+    if let Ok(n) = std::env::var("NODE_NAME") {
+        if !n.is_empty() {
+            return n;
+        }
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn defaults_are_sane() {
+        let s = Settings::resolve(&cli(&["--kube.node-name=n1"])).unwrap();
+        assert_eq!(s.listen_address.to_string(), DEFAULT_LISTEN);
+        assert_eq!(s.sample_interval, Duration::from_secs(1));
+        assert!(s.collect_processes && !s.enable_debug && !s.demo);
+        assert_eq!(s.node_name, "n1");
+    }
+
+    #[test]
+    fn every_invalid_value_is_reported() {
+        let errors = Settings::resolve(&cli(&[
+            "--web.listen-address=nope",
+            "--sample.interval=0s",
+            "--log.format=xml",
+            "--collect.mig=maybe",
+            "--metrics.max-label-value-length=3",
+        ]))
+        .unwrap_err();
+        assert_eq!(errors.len(), 5, "{errors:?}");
+        assert!(errors[0].to_string().starts_with("--web.listen-address:"));
+    }
+
+    #[test]
+    fn file_fills_in_and_flags_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.yaml");
+        std::fs::write(&path, "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\nbogus: 1\n").unwrap();
+        let errors = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap_err();
+        assert_eq!(errors, vec![ConfigError::UnknownKey { path: path.display().to_string(), key: "bogus".into() }]);
+        std::fs::write(&path, "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\n").unwrap();
+        let s = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap(), "--log.format=text"])).unwrap();
+        assert_eq!(s.sample_interval, Duration::from_millis(250));
+        assert_eq!(s.log_format, LogFormat::Text);
+        assert!(!s.collect_mig);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("1e999s").is_err());
+    }
+}

@@ -1,0 +1,96 @@
+//! `--demo`: a built-in 8-GPU H100 node for machines without a GPU. It runs the exporter's one
+//! real code path against the fake NVML library (built with the workspace), a procfs tree
+//! written to a temp directory, and — once attribution lands — a fake kubelet and API server.
+//! Nothing here is used unless `--demo` is given: tessera never serves fake data silently.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The demo scenario ships inside the binary so `--demo` works from any directory.
+pub const SCENARIO: &str = include_str!("../crates/fake-nvml/scenarios/demo.yaml");
+/// Environment variable the fake NVML library reads its scenario path from.
+pub const SCENARIO_ENV: &str = "TESSERA_FAKE_NVML_SCENARIO";
+const FAKE_LIBRARY: &str = "libfake_nvml.so";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("demo: the fake NVML library {FAKE_LIBRARY} was not found next to the tessera binary (looked in {looked}); build it with `cargo build --release` or pass --nvml.library")]
+    LibraryMissing { looked: String },
+    #[error("demo: cannot prepare the demo node in a temp directory: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("demo: the built-in scenario is invalid: {0}")]
+    Scenario(#[from] serde_yaml::Error),
+}
+
+/// Files the demo node needs, kept alive (and removed) with this value.
+pub struct DemoNode {
+    pub dir: tempfile::TempDir,
+    pub library: PathBuf,
+    pub scenario: PathBuf,
+    pub procfs: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct ScenarioProcesses {
+    #[serde(default)]
+    phases: Vec<PhaseProcesses>,
+}
+
+#[derive(Deserialize)]
+struct PhaseProcesses {
+    #[serde(default)]
+    processes: Vec<DemoProcess>,
+}
+
+#[derive(Deserialize)]
+struct DemoProcess {
+    pid: u32,
+    #[serde(default)]
+    comm: Option<String>,
+}
+
+/// Where cargo puts the cdylib: beside the binary (`target/<profile>/`), or one level up when
+/// the binary is a test's (`target/<profile>/deps/`).
+pub fn find_fake_library() -> Result<PathBuf, DemoError> {
+    let exe = std::env::current_exe()?;
+    let mut looked = Vec::new();
+    for dir in exe.ancestors().skip(1).take(2) {
+        let candidate = dir.join(FAKE_LIBRARY);
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        looked.push(dir.display().to_string());
+    }
+    Err(DemoError::LibraryMissing { looked: looked.join(", ") })
+}
+
+/// Writes a procfs tree with a `comm` for every process in `scenario`.
+pub fn write_procfs(scenario: &str, root: &Path) -> Result<(), DemoError> {
+    let parsed: ScenarioProcesses = serde_yaml::from_str(scenario)?;
+    for p in parsed.phases.iter().flat_map(|ph| &ph.processes) {
+        let dir = root.join(p.pid.to_string());
+        std::fs::create_dir_all(&dir)?;
+        let comm = p.comm.as_deref().unwrap_or("python3");
+        std::fs::write(dir.join("comm"), format!("{comm}\n"))?;
+    }
+    Ok(())
+}
+
+pub fn prepare(library: Option<&Path>) -> Result<DemoNode, DemoError> {
+    let library = match library {
+        Some(l) => l.to_path_buf(),
+        None => find_fake_library()?,
+    };
+    let dir = tempfile::Builder::new().prefix("tessera-demo-").tempdir()?;
+    let scenario = dir.path().join("scenario.yaml");
+    std::fs::write(&scenario, SCENARIO)?;
+    let procfs = dir.path().join("proc");
+    write_procfs(SCENARIO, &procfs)?;
+    Ok(DemoNode {
+        dir,
+        library,
+        scenario,
+        procfs,
+    })
+}

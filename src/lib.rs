@@ -1,0 +1,11 @@
+//! tessera: a GPU node exporter that tells how shared GPUs are really used.
+//! See DESIGN in the README: sources do I/O, the model decides, the sampler publishes one
+//! immutable snapshot, and scrapes copy its bytes.
+
+pub mod config;
+pub mod demo;
+pub mod metrics;
+pub mod model;
+pub mod sampler;
+pub mod server;
+pub mod source;

@@ -1,0 +1,343 @@
+//! Snapshot → OpenMetrics text, through prometheus-client's `Collector` so escaping and format
+//! are the Prometheus org's. Series of a vanished GPU or process vanish with the snapshot.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::table::{self, label, Family, Kind};
+use crate::model::join::{GpuView, MigView, ProcessView};
+use crate::model::{Snapshot, CLOCK_EVENT_REASONS};
+
+#[derive(Debug, Clone)]
+pub struct EncodeOptions {
+    /// Longer label values are cut (at a char boundary) and counted.
+    pub max_label_value_len: usize,
+    pub version: &'static str,
+    pub revision: &'static str,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        Self {
+            max_label_value_len: 256,
+            version: env!("CARGO_PKG_VERSION"),
+            revision: option_env!("TESSERA_REVISION").unwrap_or("unknown"),
+        }
+    }
+}
+
+/// Encoded metrics, ready to serve.
+#[derive(Debug, Clone, Default)]
+pub struct Exposition {
+    pub text: String,
+    pub series: usize,
+    pub truncated_label_values: usize,
+}
+
+type Labels = Vec<(Cow<'static, str>, String)>;
+
+#[derive(Debug, Default)]
+struct Families {
+    series: Vec<Vec<(Labels, f64)>>,
+    truncated: usize,
+    max_len: usize,
+}
+
+fn family_index(f: &Family) -> usize {
+    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| table::ALL.iter().enumerate().map(|(i, f)| (f.name, i)).collect());
+    index.get(f.name).copied().unwrap_or(usize::MAX)
+}
+
+impl Families {
+    fn new(max_len: usize) -> Self {
+        Self {
+            series: vec![Vec::new(); table::ALL.len()],
+            truncated: 0,
+            max_len,
+        }
+    }
+
+    fn cap(&mut self, mut v: String) -> String {
+        if v.len() > self.max_len {
+            let mut end = self.max_len;
+            while !v.is_char_boundary(end) {
+                end -= 1;
+            }
+            v.truncate(end);
+            self.truncated += 1;
+        }
+        v
+    }
+
+    fn push(&mut self, f: &Family, labels: Labels, value: f64) {
+        debug_assert!(
+            labels.iter().zip(f.labels).all(|((k, _), want)| k == want),
+            "labels of {} out of table order",
+            f.name
+        );
+        let labels = labels.into_iter().map(|(k, v)| (k, self.cap(v))).collect();
+        if let Some(s) = self.series.get_mut(family_index(f)) {
+            s.push((labels, value));
+        }
+    }
+}
+
+fn gpu_labels(node: &str, g: &GpuView) -> Labels {
+    vec![
+        (label::NODE.into(), node.to_owned()),
+        (label::GPU.into(), g.index.to_string()),
+        (label::UUID.into(), g.uuid.clone()),
+        (label::SHARING_MODE.into(), g.sharing_mode.as_label().to_owned()),
+    ]
+}
+
+fn with(mut base: Labels, extra: &[(&'static str, String)]) -> Labels {
+    base.extend(extra.iter().map(|(k, v)| (Cow::Borrowed(*k), v.clone())));
+    base
+}
+
+fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
+    let l = gpu_labels(node, g);
+    let s = &g.sample;
+    let mig_mode = match s.mig_enabled {
+        Some(true) => "enabled",
+        Some(false) => "disabled",
+        None => "unknown",
+    };
+    out.push(
+        &table::GPU_INFO,
+        with(
+            l.clone(),
+            &[
+                (label::MODEL, s.model.clone()),
+                (label::DRIVER_VERSION, driver.to_owned()),
+                (label::PCI_BUS_ID, s.pci_bus_id.clone()),
+                (label::MIG_MODE, mig_mode.to_owned()),
+                (
+                    label::COMPUTE_MODE,
+                    s.compute_mode.map(|m| m.as_label()).unwrap_or("unknown").to_owned(),
+                ),
+            ],
+        ),
+        1.0,
+    );
+    out.push(&table::GPU_UP, l.clone(), if s.up { 1.0 } else { 0.0 });
+    if !s.up {
+        return;
+    }
+    let mut opt = |f: &Family, v: Option<f64>| {
+        if let Some(v) = v {
+            out.push(f, l.clone(), v);
+        }
+    };
+    opt(&table::GPU_MEMORY_TOTAL, s.memory.map(|m| m.total as f64));
+    opt(&table::GPU_MEMORY_USED, s.memory.map(|m| m.used as f64));
+    opt(&table::GPU_MEMORY_RESERVED, s.memory.map(|m| m.reserved as f64));
+    opt(&table::GPU_UTILIZATION, s.utilization);
+    opt(&table::GPU_MEMORY_UTILIZATION, s.memory_utilization);
+    opt(&table::GPU_SM_ACTIVITY, s.gpm.map(|g| g.sm_activity));
+    opt(&table::GPU_SM_OCCUPANCY, s.gpm.map(|g| g.sm_occupancy));
+    opt(&table::GPU_TENSOR_ACTIVITY, s.gpm.map(|g| g.tensor_activity));
+    opt(&table::GPU_DRAM_BANDWIDTH, s.gpm.map(|g| g.dram_bandwidth));
+    opt(&table::GPU_POWER, s.power_watts);
+    opt(&table::GPU_POWER_LIMIT, s.power_limit_watts);
+    opt(&table::GPU_ENERGY, s.energy_joules);
+    opt(&table::GPU_PCIE_REPLAYS, s.pcie_replays.map(|v| v as f64));
+    opt(&table::GPU_MIG_SLICES_TOTAL, s.mig_slices_total.map(f64::from));
+    if s.mig_slices_total.is_some() {
+        opt(
+            &table::GPU_MIG_SLICES_USED,
+            Some(f64::from(s.mig_instances.iter().map(|m| m.slices).sum::<u32>())),
+        );
+    }
+    opt(&table::GPU_SHARERS, Some(f64::from(g.sharers)));
+    opt(&table::GPU_REPLICAS, Some(f64::from(g.replicas)));
+    opt(&table::GPU_PROCESSES, Some(g.processes.len() as f64));
+
+    let labelled = [
+        (&table::GPU_TEMPERATURE, label::SENSOR, "gpu", s.temperature_celsius),
+        (&table::GPU_TEMPERATURE, label::SENSOR, "memory", s.memory_temperature_celsius),
+        (&table::GPU_CLOCK, label::CLOCK, "sm", s.sm_clock_hertz),
+        (&table::GPU_CLOCK, label::CLOCK, "memory", s.memory_clock_hertz),
+        (&table::GPU_ECC_ERRORS, label::TYPE, "corrected", s.ecc_corrected.map(|v| v as f64)),
+        (&table::GPU_ECC_ERRORS, label::TYPE, "uncorrected", s.ecc_uncorrected.map(|v| v as f64)),
+    ];
+    for (f, key, value, v) in labelled {
+        if let Some(v) = v {
+            out.push(f, with(l.clone(), &[(key, value.to_owned())]), v);
+        }
+    }
+    if let Some(bits) = s.clock_event_reasons {
+        for (bit, reason) in CLOCK_EVENT_REASONS {
+            let active = if bits & bit != 0 { 1.0 } else { 0.0 };
+            out.push(
+                &table::GPU_CLOCK_EVENT_REASONS,
+                with(l.clone(), &[(label::REASON, reason.to_owned())]),
+                active,
+            );
+        }
+    }
+    for (xid, count) in &s.xid_counts {
+        out.push(
+            &table::GPU_XID_ERRORS,
+            with(l.clone(), &[(label::XID, xid.to_string())]),
+            *count as f64,
+        );
+    }
+}
+
+fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
+    let mut l = gpu_labels(node, g);
+    l[3].1 = m.sharing_mode.as_label().to_owned();
+    let l = with(
+        l,
+        &[
+            (label::MIG_UUID, m.uuid.clone()),
+            (label::GPU_INSTANCE_ID, m.sample.gpu_instance_id.to_string()),
+            (label::PROFILE, m.sample.profile.clone()),
+        ],
+    );
+    out.push(
+        &table::GPU_MIG_INSTANCE_INFO,
+        with(
+            l.clone(),
+            &[
+                (label::COMPUTE_INSTANCE_ID, m.sample.compute_instance_id.to_string()),
+                (label::SLICES, m.sample.slices.to_string()),
+            ],
+        ),
+        1.0,
+    );
+    let s = &m.sample;
+    let values = [
+        (&table::GPU_MIG_MEMORY_TOTAL, s.memory.map(|m| m.total as f64)),
+        (&table::GPU_MIG_MEMORY_USED, s.memory.map(|m| m.used as f64)),
+        (&table::GPU_MIG_SM_ACTIVITY, s.gpm.map(|g| g.sm_activity)),
+        (&table::GPU_MIG_SM_OCCUPANCY, s.gpm.map(|g| g.sm_occupancy)),
+        (&table::GPU_MIG_TENSOR_ACTIVITY, s.gpm.map(|g| g.tensor_activity)),
+        (&table::GPU_MIG_DRAM_BANDWIDTH, s.gpm.map(|g| g.dram_bandwidth)),
+        (&table::GPU_MIG_SHARERS, Some(f64::from(m.sharers))),
+    ];
+    for (f, v) in values {
+        if let Some(v) = v {
+            out.push(f, l.clone(), v);
+        }
+    }
+}
+
+fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView) {
+    let mut l = gpu_labels(node, g);
+    let mig = p.sample.mig_uuid.clone().unwrap_or_default();
+    if let Some(m) = g.mig.iter().find(|m| m.uuid == mig) {
+        l[3].1 = m.sharing_mode.as_label().to_owned();
+    }
+    let pod = p.pod.as_deref();
+    let l = with(
+        l,
+        &[
+            (label::MIG_UUID, mig),
+            (label::PID, p.sample.pid.to_string()),
+            (label::PROCESS, p.sample.name.clone()),
+            (label::TYPE, p.sample.kind.map(|k| k.as_label()).unwrap_or("unknown").to_owned()),
+            (label::NAMESPACE, pod.map(|p| p.namespace.clone()).unwrap_or_default()),
+            (label::POD, pod.map(|p| p.pod.clone()).unwrap_or_default()),
+            (label::CONTAINER, pod.map(|p| p.container.clone()).unwrap_or_default()),
+        ],
+    );
+    let s = &p.sample;
+    let values = [
+        (&table::GPU_PROCESS_MEMORY_USED, s.memory_used_bytes.map(|v| v as f64)),
+        (&table::GPU_PROCESS_SM_UTILIZATION, s.sm_utilization),
+        (&table::GPU_PROCESS_MEMORY_UTILIZATION, s.memory_utilization),
+    ];
+    for (f, v) in values {
+        if let Some(v) = v {
+            out.push(f, l.clone(), v);
+        }
+    }
+}
+
+fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
+    let node = || (Cow::Borrowed(label::NODE), snap.node.clone());
+    out.push(
+        &table::TESSERA_BUILD_INFO,
+        vec![
+            (label::VERSION.into(), opts.version.to_owned()),
+            (label::REVISION.into(), opts.revision.to_owned()),
+        ],
+        1.0,
+    );
+    for c in &snap.collectors {
+        let l = vec![node(), (label::COLLECTOR.into(), c.name.to_owned())];
+        out.push(&table::TESSERA_COLLECTOR_SUCCESS, l.clone(), if c.success { 1.0 } else { 0.0 });
+        out.push(&table::TESSERA_COLLECTOR_DURATION, l, c.duration_seconds);
+    }
+    for (call, n) in &snap.nvml_errors {
+        out.push(
+            &table::TESSERA_NVML_ERRORS,
+            vec![node(), (label::CALL.into(), (*call).to_owned())],
+            *n as f64,
+        );
+    }
+    out.push(&table::TESSERA_LAST_SAMPLE, vec![node()], snap.timestamp_seconds);
+}
+
+impl Collector for Families {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for (f, series) in table::ALL.iter().zip(&self.series) {
+            if series.is_empty() {
+                continue;
+            }
+            let kind = match f.kind {
+                Kind::Gauge => MetricType::Gauge,
+                Kind::Counter => MetricType::Counter,
+            };
+            let mut family = encoder.encode_descriptor(f.name, f.help, None, kind)?;
+            for (labels, value) in series {
+                let metric = family.encode_family(labels)?;
+                match f.kind {
+                    Kind::Gauge => ConstGauge::new(*value).encode(metric)?,
+                    Kind::Counter => ConstCounter::new(*value).encode(metric)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
+    let mut out = Families::new(opts.max_label_value_len);
+    for g in &snap.gpus {
+        gpu_families(&mut out, &snap.node, &snap.driver_version, g);
+        for m in &g.mig {
+            mig_families(&mut out, &snap.node, g, m);
+        }
+        for p in &g.processes {
+            process_families(&mut out, &snap.node, g, p);
+        }
+    }
+    self_families(&mut out, snap, opts);
+    let series = out.series.iter().map(Vec::len).sum();
+    let truncated_label_values = out.truncated;
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(out));
+    let mut text = String::with_capacity(series * 160);
+    // Writing into a String cannot fail; an encoder error would be a bug in a label set.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
+        tracing::error!(error = %e, "encoding metrics failed");
+    }
+    Exposition {
+        text,
+        series,
+        truncated_label_values,
+    }
+}

@@ -1,0 +1,35 @@
+//! Exposition: a snapshot is encoded once, when it is made; scrapes copy the bytes.
+
+mod encode;
+pub mod table;
+
+pub use encode::{encode, EncodeOptions, Exposition};
+
+/// The Content-Type of what [`encode`] writes (prometheus-client writes OpenMetrics only).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// docs/metrics.md, generated from the metric table so it cannot drift.
+pub fn markdown_reference() -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "# Metrics\n\nGenerated from `src/metrics/table.rs` by `cargo run -- --print-metrics-doc`; \
+         a test fails when this file is stale.\n\nCounters are exposed with the `_total` suffix.\n\n\
+         | family | type | labels | help |\n|---|---|---|---|\n",
+    );
+    for f in table::ALL {
+        let name = match f.kind {
+            table::Kind::Counter => format!("{}_total", f.name),
+            table::Kind::Gauge => f.name.to_owned(),
+        };
+        let kind = match f.kind {
+            table::Kind::Counter => "counter",
+            table::Kind::Gauge => "gauge",
+        };
+        let mut labels = f.labels.join(", ");
+        if f.labels.contains(&table::label::WORKLOAD) {
+            labels.push_str(", label_<pod label> (allow-listed)");
+        }
+        let _ = writeln!(out, "| `{name}` | {kind} | {labels} | {} |", f.help);
+    }
+    out
+}

@@ -1,0 +1,125 @@
+//! The one metric table: every family tessera exposes, its type, labels and help. The encoder
+//! refuses names that are not here, and docs/metrics.md is generated from it.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    /// Exposed with `_total` appended by the OpenMetrics encoder.
+    Counter,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+pub mod label {
+    pub const NODE: &str = "node";
+    pub const GPU: &str = "gpu";
+    pub const UUID: &str = "uuid";
+    pub const SHARING_MODE: &str = "sharing_mode";
+    pub const MODEL: &str = "model";
+    pub const DRIVER_VERSION: &str = "driver_version";
+    pub const PCI_BUS_ID: &str = "pci_bus_id";
+    pub const MIG_MODE: &str = "mig_mode";
+    pub const COMPUTE_MODE: &str = "compute_mode";
+    pub const SENSOR: &str = "sensor";
+    pub const CLOCK: &str = "clock";
+    pub const REASON: &str = "reason";
+    pub const TYPE: &str = "type";
+    pub const XID: &str = "xid";
+    pub const MIG_UUID: &str = "mig_uuid";
+    pub const GPU_INSTANCE_ID: &str = "gpu_instance_id";
+    pub const COMPUTE_INSTANCE_ID: &str = "compute_instance_id";
+    pub const PROFILE: &str = "profile";
+    pub const SLICES: &str = "slices";
+    pub const NAMESPACE: &str = "namespace";
+    pub const POD: &str = "pod";
+    pub const CONTAINER: &str = "container";
+    pub const WORKLOAD_KIND: &str = "workload_kind";
+    pub const WORKLOAD: &str = "workload";
+    pub const RESOURCE: &str = "resource";
+    pub const DEVICE_ID: &str = "device_id";
+    pub const PID: &str = "pid";
+    pub const PROCESS: &str = "process";
+    pub const COLLECTOR: &str = "collector";
+    pub const CALL: &str = "call";
+    pub const VERSION: &str = "version";
+    pub const REVISION: &str = "revision";
+}
+
+use label::*;
+
+const GPU_LABELS: &[&str] = &[NODE, GPU, UUID, SHARING_MODE];
+const MIG_LABELS: &[&str] = &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, GPU_INSTANCE_ID, PROFILE];
+/// Allow-listed pod labels follow these as `label_<name>`.
+const CONTAINER_LABELS: &[&str] = &[
+    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, NAMESPACE, POD, CONTAINER, WORKLOAD_KIND, WORKLOAD,
+];
+const CONTAINER_ALLOCATION_LABELS: &[&str] = &[
+    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, NAMESPACE, POD, CONTAINER, WORKLOAD_KIND, WORKLOAD, RESOURCE, DEVICE_ID,
+];
+const PROCESS_LABELS: &[&str] = &[
+    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, PID, PROCESS, TYPE, NAMESPACE, POD, CONTAINER,
+];
+
+macro_rules! families {
+    ($($ident:ident = $name:literal, $kind:ident, $labels:expr, $help:literal;)*) => {
+        $(pub const $ident: Family = Family { name: $name, kind: Kind::$kind, labels: $labels, help: $help };)*
+        pub const ALL: &[Family] = &[$($ident),*];
+    };
+}
+
+// Label lists are spelled out per family so the table reads as documentation.
+families! {
+    GPU_INFO = "gpu_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, MODEL, DRIVER_VERSION, PCI_BUS_ID, MIG_MODE, COMPUTE_MODE], "Static facts about the GPU; value 1.";
+    GPU_UP = "gpu_up", Gauge, GPU_LABELS, "1 while NVML answers for the GPU; 0 when it is lost or failing.";
+    GPU_MEMORY_TOTAL = "gpu_memory_total_bytes", Gauge, GPU_LABELS, "Framebuffer memory installed.";
+    GPU_MEMORY_USED = "gpu_memory_used_bytes", Gauge, GPU_LABELS, "Framebuffer memory allocated.";
+    GPU_MEMORY_RESERVED = "gpu_memory_reserved_bytes", Gauge, GPU_LABELS, "Framebuffer memory reserved by the driver.";
+    GPU_UTILIZATION = "gpu_utilization_ratio", Gauge, GPU_LABELS, "Fraction of the last sample period in which a kernel ran (NVML's coarse figure; absent on MIG GPUs).";
+    GPU_MEMORY_UTILIZATION = "gpu_memory_utilization_ratio", Gauge, GPU_LABELS, "Fraction of the last sample period in which device memory was read or written.";
+    GPU_SM_ACTIVITY = "gpu_sm_activity_ratio", Gauge, GPU_LABELS, "GPM: fraction of time SMs had at least one warp assigned (Hopper and later).";
+    GPU_SM_OCCUPANCY = "gpu_sm_occupancy_ratio", Gauge, GPU_LABELS, "GPM: resident warps over the theoretical maximum, averaged over SMs.";
+    GPU_TENSOR_ACTIVITY = "gpu_tensor_activity_ratio", Gauge, GPU_LABELS, "GPM: fraction of time tensor cores were busy.";
+    GPU_DRAM_BANDWIDTH = "gpu_dram_bandwidth_utilization_ratio", Gauge, GPU_LABELS, "GPM: fraction of peak DRAM bandwidth used.";
+    GPU_POWER = "gpu_power_watts", Gauge, GPU_LABELS, "Power draw.";
+    GPU_POWER_LIMIT = "gpu_power_limit_watts", Gauge, GPU_LABELS, "Enforced power limit.";
+    GPU_ENERGY = "gpu_energy_joules", Counter, GPU_LABELS, "Energy consumed since the driver loaded (read on the slow cadence).";
+    GPU_TEMPERATURE = "gpu_temperature_celsius", Gauge, &[NODE, GPU, UUID, SHARING_MODE, SENSOR], "Temperature by sensor.";
+    GPU_CLOCK = "gpu_clock_hertz", Gauge, &[NODE, GPU, UUID, SHARING_MODE, CLOCK], "Current clock by domain.";
+    GPU_CLOCK_EVENT_REASONS = "gpu_clock_event_reasons_active", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON], "1 when the reason is currently holding clocks down (throttling).";
+    GPU_ECC_ERRORS = "gpu_ecc_errors", Counter, &[NODE, GPU, UUID, SHARING_MODE, TYPE], "ECC errors since the driver loaded, corrected or uncorrected.";
+    GPU_XID_ERRORS = "gpu_xid_errors", Counter, &[NODE, GPU, UUID, SHARING_MODE, XID], "XID errors seen since tessera started, by XID.";
+    GPU_PCIE_REPLAYS = "gpu_pcie_replays", Counter, GPU_LABELS, "PCIe replays since the driver loaded.";
+    GPU_MIG_SLICES_TOTAL = "gpu_mig_slices_total", Gauge, GPU_LABELS, "Compute slices a MIG-enabled GPU offers.";
+    GPU_MIG_SLICES_USED = "gpu_mig_slices_used", Gauge, GPU_LABELS, "Compute slices taken by MIG instances; the rest is unpartitioned.";
+    GPU_MIG_INSTANCE_INFO = "gpu_mig_instance_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, GPU_INSTANCE_ID, PROFILE, COMPUTE_INSTANCE_ID, SLICES], "A MIG instance; value 1.";
+    GPU_MIG_MEMORY_TOTAL = "gpu_mig_instance_memory_total_bytes", Gauge, MIG_LABELS, "Memory of the MIG instance.";
+    GPU_MIG_MEMORY_USED = "gpu_mig_instance_memory_used_bytes", Gauge, MIG_LABELS, "Memory allocated in the MIG instance.";
+    GPU_MIG_SM_ACTIVITY = "gpu_mig_instance_sm_activity_ratio", Gauge, MIG_LABELS, "GPM: SM activity of the GPU instance.";
+    GPU_MIG_SM_OCCUPANCY = "gpu_mig_instance_sm_occupancy_ratio", Gauge, MIG_LABELS, "GPM: SM occupancy of the GPU instance.";
+    GPU_MIG_TENSOR_ACTIVITY = "gpu_mig_instance_tensor_activity_ratio", Gauge, MIG_LABELS, "GPM: tensor activity of the GPU instance.";
+    GPU_MIG_DRAM_BANDWIDTH = "gpu_mig_instance_dram_bandwidth_utilization_ratio", Gauge, MIG_LABELS, "GPM: DRAM bandwidth utilization of the GPU instance.";
+    GPU_MIG_SHARERS = "gpu_mig_instance_sharers", Gauge, MIG_LABELS, "Containers holding the MIG instance now.";
+    GPU_SHARERS = "gpu_sharers", Gauge, GPU_LABELS, "Containers holding the GPU now.";
+    GPU_REPLICAS = "gpu_replicas", Gauge, GPU_LABELS, "Containers the GPU is offered to (1 when exclusive, 0 when not offered).";
+    GPU_PROCESSES = "gpu_processes", Gauge, GPU_LABELS, "Processes running on the GPU.";
+    GPU_CONTAINER_ALLOCATION = "gpu_container_allocation", Gauge, CONTAINER_ALLOCATION_LABELS, "The kubelet allocated this device to the container; value 1.";
+    GPU_CONTAINER_MEMORY_USED = "gpu_container_memory_used_bytes", Gauge, CONTAINER_LABELS, "GPU memory held by the container's processes on the device.";
+    GPU_CONTAINER_SM_UTILIZATION = "gpu_container_sm_utilization_ratio", Gauge, CONTAINER_LABELS, "The container's share of SM time on the device: the sum over its processes (on MIG, the instance's GPM SM activity split among its holders).";
+    GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device with no activity, at sample resolution.";
+    GPU_CONTAINER_UNALLOCATED_USE = "gpu_container_unallocated_use", Gauge, CONTAINER_LABELS, "1 when the container runs processes on a device it was not allocated (the device plugin was bypassed).";
+    GPU_PROCESS_MEMORY_USED = "gpu_process_memory_used_bytes", Gauge, PROCESS_LABELS, "GPU memory the process holds.";
+    GPU_PROCESS_SM_UTILIZATION = "gpu_process_sm_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of SM time over the last sample period (absent on MIG).";
+    GPU_PROCESS_MEMORY_UTILIZATION = "gpu_process_memory_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of memory-controller time over the last sample period (absent on MIG).";
+    TESSERA_BUILD_INFO = "tessera_build_info", Gauge, &[VERSION, REVISION], "tessera's version; value 1.";
+    TESSERA_COLLECTOR_SUCCESS = "tessera_collector_success", Gauge, &[NODE, COLLECTOR], "1 when the collector's last attempt succeeded.";
+    TESSERA_COLLECTOR_DURATION = "tessera_collector_duration_seconds", Gauge, &[NODE, COLLECTOR], "Duration of the collector's last attempt.";
+    TESSERA_NVML_ERRORS = "tessera_nvml_errors", Counter, &[NODE, CALL], "Failed NVML calls by call (calls a GPU does not support are learned once and not counted).";
+    TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE], "Unix time of the sample being served.";
+}
+

@@ -1,0 +1,153 @@
+//! Plain data: what the sources saw and what the exporter shows. No I/O, no NVML or Prometheus
+//! types, so every attribution rule can be tested without a GPU.
+
+pub mod join;
+pub mod sharing;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// One NVML sample of the whole node.
+#[derive(Debug, Clone, Default)]
+pub struct NvmlSample {
+    pub driver_version: String,
+    pub gpus: Vec<GpuSample>,
+    /// Failures per NVML call since start; calls a device does not support are not failures.
+    pub errors_by_call: BTreeMap<&'static str, u64>,
+    /// Whether the last cycle completed without a failing call.
+    pub success: bool,
+    pub duration_seconds: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ComputeMode {
+    Default,
+    ExclusiveThread,
+    Prohibited,
+    ExclusiveProcess,
+}
+
+impl ComputeMode {
+    pub fn as_label(self) -> &'static str {
+        match self {
+            ComputeMode::Default => "default",
+            ComputeMode::ExclusiveThread => "exclusive_thread",
+            ComputeMode::Prohibited => "prohibited",
+            ComputeMode::ExclusiveProcess => "exclusive_process",
+        }
+    }
+}
+
+/// GPM activity, each a fraction in 0..=1.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GpmActivity {
+    pub sm_activity: f64,
+    pub sm_occupancy: f64,
+    pub tensor_activity: f64,
+    pub dram_bandwidth: f64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryBytes {
+    pub total: u64,
+    pub used: u64,
+    pub reserved: u64,
+}
+
+/// Clock-event (throttle) reasons, in NVML's bit order.
+pub const CLOCK_EVENT_REASONS: [(u64, &str); 9] = [
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+];
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GpuSample {
+    pub index: u32,
+    pub uuid: String,
+    pub model: String,
+    pub pci_bus_id: String,
+    /// False when the GPU is lost or NVML fails for it; the figures below are then absent.
+    pub up: bool,
+    pub mig_enabled: Option<bool>,
+    pub compute_mode: Option<ComputeMode>,
+    /// NVML reports a vGPU guest.
+    pub vgpu_guest: bool,
+    pub memory: Option<MemoryBytes>,
+    /// NVML's coarse "a kernel ran" fractions.
+    pub utilization: Option<f64>,
+    pub memory_utilization: Option<f64>,
+    pub gpm: Option<GpmActivity>,
+    pub power_watts: Option<f64>,
+    pub power_limit_watts: Option<f64>,
+    pub energy_joules: Option<f64>,
+    pub temperature_celsius: Option<f64>,
+    pub memory_temperature_celsius: Option<f64>,
+    pub sm_clock_hertz: Option<f64>,
+    pub memory_clock_hertz: Option<f64>,
+    pub clock_event_reasons: Option<u64>,
+    pub ecc_corrected: Option<u64>,
+    pub ecc_uncorrected: Option<u64>,
+    pub pcie_replays: Option<u64>,
+    /// XID errors seen since start, by XID.
+    pub xid_counts: BTreeMap<u32, u64>,
+    /// Compute slices the GPU offers under MIG (7 on A100/H100).
+    pub mig_slices_total: Option<u32>,
+    pub mig_instances: Vec<MigSample>,
+    pub processes: Vec<ProcessSample>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MigSample {
+    pub uuid: String,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+    /// e.g. `1g.10gb`, as NVML names it.
+    pub profile: String,
+    pub slices: u32,
+    pub memory: Option<MemoryBytes>,
+    pub gpm: Option<GpmActivity>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessKind {
+    Compute,
+    Graphics,
+    MpsClient,
+    MpsServer,
+}
+
+impl ProcessKind {
+    pub fn as_label(self) -> &'static str {
+        match self {
+            ProcessKind::Compute => "compute",
+            ProcessKind::Graphics => "graphics",
+            ProcessKind::MpsClient => "mps_client",
+            ProcessKind::MpsServer => "mps_server",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcessSample {
+    pub pid: u32,
+    pub name: String,
+    pub kind: Option<ProcessKind>,
+    pub memory_used_bytes: Option<u64>,
+    /// Averages of NVML process-utilization samples since the previous cycle, 0..=1.
+    pub sm_utilization: Option<f64>,
+    pub memory_utilization: Option<f64>,
+    /// The MIG instance the process runs in.
+    pub mig_uuid: Option<String>,
+}
+
+pub use join::{CollectorStatus, Snapshot};
+pub use sharing::SharingMode;

@@ -1,0 +1,195 @@
+//! How a GPU or MIG instance is offered to workloads. The mode describes the platform's offer,
+//! not today's tenancy: a time-sliced GPU with one tenant is still `time-slicing`.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SharingMode {
+    Exclusive,
+    TimeSlicing,
+    Mps,
+    Mig,
+    #[serde(rename = "mig+time-slicing")]
+    MigTimeSlicing,
+    #[serde(rename = "mig+mps")]
+    MigMps,
+    Unallocated,
+    Vgpu,
+}
+
+impl SharingMode {
+    pub fn as_label(self) -> &'static str {
+        match self {
+            SharingMode::Exclusive => "exclusive",
+            SharingMode::TimeSlicing => "time-slicing",
+            SharingMode::Mps => "mps",
+            SharingMode::Mig => "mig",
+            SharingMode::MigTimeSlicing => "mig+time-slicing",
+            SharingMode::MigMps => "mig+mps",
+            SharingMode::Unallocated => "unallocated",
+            SharingMode::Vgpu => "vgpu",
+        }
+    }
+}
+
+/// What the platform says about sharing, from node labels or a DRA claim's config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeclaredStrategy {
+    None,
+    TimeSlicing,
+    Mps,
+}
+
+/// Everything known about one device (a whole GPU or one MIG instance) that bears on its mode.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SharingEvidence {
+    /// NVML reports a vGPU guest.
+    pub vgpu_guest: bool,
+    /// GPU-level view of a GPU whose MIG mode is enabled.
+    pub mig_enabled_gpu: bool,
+    /// This device is a MIG instance.
+    pub mig_instance: bool,
+    /// An `nvidia-cuda-mps-server` process runs on the device.
+    pub mps_server: bool,
+    /// Processes NVML lists as MPS clients.
+    pub mps_clients: usize,
+    /// Containers the kubelet (or DRA) allocated this device to.
+    pub holders: usize,
+    /// Device IDs with a `::N` replica suffix point at this device.
+    pub replica_ids: bool,
+    /// Node label (`nvidia.com/gpu.sharing-strategy` or per MIG profile), or DRA claim config.
+    pub declared: Option<DeclaredStrategy>,
+    /// A DRA claim for this device is shared by several pods.
+    pub shared_claim: bool,
+}
+
+/// The mode and the reasons for it, in the order they were decided (first match wins).
+pub fn decide(e: &SharingEvidence) -> (SharingMode, Vec<&'static str>) {
+    if e.vgpu_guest {
+        return (SharingMode::Vgpu, vec!["NVML reports a vGPU guest"]);
+    }
+    if e.mig_enabled_gpu {
+        return (SharingMode::Mig, vec!["MIG mode is enabled on the GPU"]);
+    }
+    let mut why = Vec::new();
+    let mps = if e.mps_server || e.mps_clients > 0 {
+        why.push(if e.mps_server {
+            "an nvidia-cuda-mps-server process runs on the device"
+        } else {
+            "NVML lists MPS client processes"
+        });
+        true
+    } else if e.declared == Some(DeclaredStrategy::Mps) {
+        why.push("the node or claim declares the MPS sharing strategy");
+        true
+    } else {
+        false
+    };
+    let time_sliced = !mps && {
+        if e.replica_ids {
+            why.push("device IDs carry a ::N replica suffix");
+        }
+        if e.declared == Some(DeclaredStrategy::TimeSlicing) {
+            why.push("the node or claim declares the time-slicing strategy");
+        }
+        if e.holders > 1 {
+            why.push("more than one container holds the device");
+        }
+        if e.shared_claim {
+            why.push("a DRA claim on the device is shared by several pods");
+        }
+        !why.is_empty()
+    };
+    let mode = match (e.mig_instance, mps, time_sliced) {
+        (false, true, _) => SharingMode::Mps,
+        (false, false, true) => SharingMode::TimeSlicing,
+        (true, true, _) => SharingMode::MigMps,
+        (true, false, true) => SharingMode::MigTimeSlicing,
+        (_, false, false) if e.holders == 0 => {
+            why.push("no container holds the device");
+            SharingMode::Unallocated
+        }
+        (true, false, false) => {
+            why.push("one container holds the MIG instance");
+            SharingMode::Mig
+        }
+        (false, false, false) => {
+            why.push("exactly one container holds the device and nothing says it is shared");
+            SharingMode::Exclusive
+        }
+    };
+    (mode, why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mode(e: SharingEvidence) -> SharingMode {
+        decide(&e).0
+    }
+
+    #[test]
+    fn first_match_wins() {
+        let base = SharingEvidence::default();
+        assert_eq!(mode(base.clone()), SharingMode::Unallocated);
+        assert_eq!(
+            mode(SharingEvidence { holders: 1, ..base.clone() }),
+            SharingMode::Exclusive
+        );
+        assert_eq!(
+            mode(SharingEvidence { holders: 2, ..base.clone() }),
+            SharingMode::TimeSlicing
+        );
+        // A time-sliced offer with a single tenant today is still time-slicing.
+        assert_eq!(
+            mode(SharingEvidence { holders: 1, replica_ids: true, ..base.clone() }),
+            SharingMode::TimeSlicing
+        );
+        // Replica IDs look the same for MPS: the MPS server decides.
+        assert_eq!(
+            mode(SharingEvidence { holders: 2, replica_ids: true, mps_server: true, ..base.clone() }),
+            SharingMode::Mps
+        );
+        assert_eq!(
+            mode(SharingEvidence { mps_clients: 2, ..base.clone() }),
+            SharingMode::Mps
+        );
+        assert_eq!(
+            mode(SharingEvidence { mig_enabled_gpu: true, mps_server: true, ..base.clone() }),
+            SharingMode::Mig
+        );
+        assert_eq!(
+            mode(SharingEvidence { vgpu_guest: true, mig_enabled_gpu: true, ..base.clone() }),
+            SharingMode::Vgpu
+        );
+        assert_eq!(
+            mode(SharingEvidence { declared: Some(DeclaredStrategy::None), holders: 1, ..base.clone() }),
+            SharingMode::Exclusive
+        );
+    }
+
+    #[test]
+    fn mig_instances_compose() {
+        let mig = SharingEvidence { mig_instance: true, ..Default::default() };
+        assert_eq!(mode(mig.clone()), SharingMode::Unallocated);
+        assert_eq!(mode(SharingEvidence { holders: 1, ..mig.clone() }), SharingMode::Mig);
+        assert_eq!(
+            mode(SharingEvidence { holders: 1, replica_ids: true, ..mig.clone() }),
+            SharingMode::MigTimeSlicing
+        );
+        assert_eq!(
+            mode(SharingEvidence { holders: 2, declared: Some(DeclaredStrategy::Mps), ..mig }),
+            SharingMode::MigMps
+        );
+    }
+
+    #[test]
+    fn reasons_are_given() {
+        let (m, why) = decide(&SharingEvidence { holders: 3, replica_ids: true, ..Default::default() });
+        assert_eq!(m, SharingMode::TimeSlicing);
+        assert_eq!(why.len(), 2);
+    }
+}

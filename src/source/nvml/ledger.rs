@@ -1,0 +1,129 @@
+//! Bookkeeping around every NVML call: learn once what a device does not support (and stop
+//! asking), count failures per call, and notice a GPU that fell off the bus.
+
+use std::collections::{BTreeMap, HashSet};
+
+use nvml_wrapper::error::NvmlError;
+
+/// What a call yielded, as far as the sampler cares.
+pub enum Outcome<T> {
+    Value(T),
+    /// Not supported by this device or driver; learned and skipped from now on.
+    Unsupported,
+    /// Failed this time; counted.
+    Failed,
+}
+
+impl<T> Outcome<T> {
+    pub fn ok(self) -> Option<T> {
+        match self {
+            Outcome::Value(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct CallLedger {
+    unsupported: HashSet<(String, &'static str)>,
+    errors: BTreeMap<&'static str, u64>,
+    /// Devices (by UUID or index key) that reported GPU_IS_LOST in this cycle.
+    lost: HashSet<String>,
+    failed_this_cycle: bool,
+}
+
+fn is_unsupported(e: &NvmlError) -> bool {
+    matches!(
+        e,
+        NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)
+    )
+}
+
+impl CallLedger {
+    pub fn begin_cycle(&mut self) {
+        self.lost.clear();
+        self.failed_this_cycle = false;
+    }
+
+    pub fn cycle_failed(&self) -> bool {
+        self.failed_this_cycle
+    }
+
+    pub fn errors(&self) -> &BTreeMap<&'static str, u64> {
+        &self.errors
+    }
+
+    pub fn is_lost(&self, device: &str) -> bool {
+        self.lost.contains(device)
+    }
+
+    pub fn knows_unsupported(&self, device: &str, call: &'static str) -> bool {
+        self.unsupported.contains(&(device.to_owned(), call))
+    }
+
+    /// Runs `f` unless `device` is known not to support `call`.
+    pub fn call<T>(
+        &mut self,
+        device: &str,
+        call: &'static str,
+        f: impl FnOnce() -> Result<T, NvmlError>,
+    ) -> Outcome<T> {
+        if self.knows_unsupported(device, call) {
+            return Outcome::Unsupported;
+        }
+        match f() {
+            Ok(v) => Outcome::Value(v),
+            Err(e) => self.record(device, call, &e),
+        }
+    }
+
+    /// Like [`Self::call`] for calls whose absence of data is not a failure (e.g. NOT_FOUND
+    /// from process utilization, which means "no new samples").
+    pub fn record<T>(&mut self, device: &str, call: &'static str, e: &NvmlError) -> Outcome<T> {
+        if is_unsupported(e) {
+            tracing::debug!(device, call, "not supported; not asking again");
+            self.unsupported.insert((device.to_owned(), call));
+            return Outcome::Unsupported;
+        }
+        if matches!(e, NvmlError::GpuLost) {
+            self.lost.insert(device.to_owned());
+        }
+        *self.errors.entry(call).or_default() += 1;
+        self.failed_this_cycle = true;
+        Outcome::Failed
+    }
+
+    /// Forgets what a device did not support, for a device that was replaced or came back.
+    pub fn forget_device(&mut self, device: &str) {
+        self.unsupported.retain(|(d, _)| d != device);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learns_unsupported_once_and_counts_failures() {
+        let mut l = CallLedger::default();
+        let mut asked = 0;
+        for _ in 0..3 {
+            let _ = l.call("gpu0", "power", || {
+                asked += 1;
+                Err::<u32, _>(NvmlError::NotSupported)
+            });
+        }
+        assert_eq!(asked, 1);
+        assert!(l.errors().is_empty());
+        assert!(!l.cycle_failed());
+
+        let _ = l.call("gpu0", "temp", || Err::<u32, _>(NvmlError::Unknown));
+        let _ = l.call("gpu1", "temp", || Err::<u32, _>(NvmlError::GpuLost));
+        assert_eq!(l.errors().get("temp"), Some(&2));
+        assert!(l.is_lost("gpu1") && !l.is_lost("gpu0"));
+        assert!(l.cycle_failed());
+        l.begin_cycle();
+        assert!(!l.is_lost("gpu1") && !l.cycle_failed());
+        assert_eq!(l.errors().get("temp"), Some(&2), "counters are cumulative");
+    }
+}

@@ -1,0 +1,192 @@
+//! NVML source: everything tessera reads from the GPUs, through nvml-wrapper. Production, tests
+//! and the demo all take this path; only the library loaded differs (`--nvml.library`).
+//!
+//! NVML calls block, so the source lives on the sampler's own thread and is never touched by
+//! the async runtime.
+
+mod device;
+mod events;
+mod ledger;
+mod mig;
+mod process;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+
+use crate::model::{GpuSample, NvmlSample};
+pub use events::XidWatcher;
+use ledger::CallLedger;
+
+static NVML: OnceLock<Nvml> = OnceLock::new();
+
+#[derive(Debug, thiserror::Error)]
+pub enum NvmlOpenError {
+    #[error("NVML library not found ({detail}); on a machine without a GPU try `tessera --demo`")]
+    NotFound { detail: String },
+    #[error("NVML failed to initialize: {0}")]
+    Init(NvmlError),
+}
+
+/// Loads and initializes NVML once for the life of the process (devices borrow it).
+pub fn open(library: Option<&Path>) -> Result<&'static Nvml, NvmlOpenError> {
+    if let Some(nvml) = NVML.get() {
+        return Ok(nvml);
+    }
+    let mut builder = Nvml::builder();
+    if let Some(path) = library {
+        builder.lib_path(path.as_os_str());
+    }
+    let nvml = builder.init().map_err(|e| match e {
+        NvmlError::LibloadingError(inner) => NvmlOpenError::NotFound {
+            detail: inner.to_string(),
+        },
+        NvmlError::LibraryNotFound => NvmlOpenError::NotFound {
+            detail: library
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "libnvidia-ml.so.1".into()),
+        },
+        other => NvmlOpenError::Init(other),
+    })?;
+    Ok(NVML.get_or_init(|| nvml))
+}
+
+#[derive(Debug, Clone)]
+pub struct NvmlOptions {
+    pub procfs: PathBuf,
+    /// Cadence of the slow calls: energy (~4 ms on an H100) and MIG mode (~150 µs).
+    pub slow_interval: Duration,
+    pub collect_processes: bool,
+    pub collect_mig: bool,
+}
+
+/// What is kept per GPU between cycles.
+struct GpuState {
+    handle: Device<'static>,
+    /// Identity read once; kept so a lost GPU still has its labels.
+    identity: GpuSample,
+    key: String,
+    mig_enabled: Option<bool>,
+    energy_joules: Option<f64>,
+    mig_slices_total: Option<u32>,
+    gpm: Option<device::GpmState>,
+    process_util_last_seen: u64,
+    mig: mig::MigCache,
+}
+
+pub struct NvmlSource {
+    nvml: &'static Nvml,
+    opts: NvmlOptions,
+    ledger: CallLedger,
+    driver_version: String,
+    gpus: Vec<GpuState>,
+    last_slow: Option<Instant>,
+    names: process::NameCache,
+    xids: Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>>,
+}
+
+impl NvmlSource {
+    pub fn new(nvml: &'static Nvml, opts: NvmlOptions) -> Self {
+        let driver_version = nvml.sys_driver_version().unwrap_or_default();
+        Self {
+            nvml,
+            opts,
+            ledger: CallLedger::default(),
+            driver_version,
+            gpus: Vec::new(),
+            last_slow: None,
+            names: process::NameCache::default(),
+            xids: Arc::default(),
+        }
+    }
+
+    /// Counters the XID watcher thread increments, keyed by GPU UUID.
+    pub fn xid_counters(&self) -> Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>> {
+        self.xids.clone()
+    }
+
+    fn discover(&mut self) {
+        let count = match self.ledger.call("node", "device_count", || self.nvml.device_count()) {
+            ledger::Outcome::Value(c) => c,
+            _ => return,
+        };
+        if count as usize == self.gpus.len() {
+            return;
+        }
+        tracing::info!(gpus = count, "discovered GPUs");
+        let mut gpus = Vec::with_capacity(count as usize);
+        for index in 0..count {
+            let key = format!("index:{index}");
+            let nvml = self.nvml;
+            let Some(handle) = self
+                .ledger
+                .call(&key, "device_by_index", || nvml.device_by_index(index))
+                .ok()
+            else {
+                continue;
+            };
+            let identity = device::identity(&mut self.ledger, &key, index, &handle);
+            let key = if identity.uuid.is_empty() { key } else { identity.uuid.clone() };
+            self.ledger.forget_device(&key);
+            gpus.push(GpuState {
+                handle,
+                identity,
+                key,
+                mig_enabled: None,
+                energy_joules: None,
+                mig_slices_total: None,
+                gpm: None,
+                process_util_last_seen: 0,
+                mig: mig::MigCache::default(),
+            });
+        }
+        self.gpus = gpus;
+    }
+
+    /// One sample of every GPU. Never fails as a whole: a GPU that fails is reported down.
+    pub fn sample(&mut self) -> NvmlSample {
+        let started = Instant::now();
+        self.ledger.begin_cycle();
+        self.discover();
+        let slow_due = self
+            .last_slow
+            .is_none_or(|t| t.elapsed() >= self.opts.slow_interval);
+        if slow_due {
+            self.last_slow = Some(Instant::now());
+        }
+        let xids = self.xids.lock().map(|m| m.clone()).unwrap_or_default();
+        let mut gpus = Vec::with_capacity(self.gpus.len());
+        for gpu in &mut self.gpus {
+            let mut s = device::sample_gpu(&mut self.ledger, gpu, slow_due, self.nvml);
+            if s.up && gpu.mig_enabled == Some(true) && self.opts.collect_mig {
+                s.mig_instances = mig::sample_instances(&mut self.ledger, gpu, self.nvml);
+            }
+            if s.up && self.opts.collect_processes {
+                s.processes = process::sample_processes(
+                    &mut self.ledger,
+                    gpu,
+                    &s.mig_instances,
+                    &mut self.names,
+                    &self.opts.procfs,
+                );
+            }
+            if self.ledger.is_lost(&gpu.key) {
+                s = device::down(&gpu.identity);
+            }
+            s.xid_counts = xids.get(&gpu.identity.uuid).cloned().unwrap_or_default();
+            gpus.push(s);
+        }
+        self.names.retain_seen();
+        NvmlSample {
+            driver_version: self.driver_version.clone(),
+            gpus,
+            errors_by_call: self.ledger.errors().clone(),
+            success: !self.ledger.cycle_failed(),
+            duration_seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
