@@ -55,6 +55,27 @@ pub struct Cli {
     /// This node's name, for the `node` label and the pod watch [default: $NODE_NAME, else the hostname].
     #[arg(long = "kube.node-name", env = "TESSERA_KUBE_NODE_NAME")]
     pub node_name: Option<String>,
+    /// Read allocations from the kubelet's pod-resources API [default: true].
+    #[arg(long = "kubelet.enabled", env = "TESSERA_KUBELET_ENABLED")]
+    pub kubelet_enabled: Option<String>,
+    /// The kubelet's pod-resources socket [default: /var/lib/kubelet/pod-resources/kubelet.sock].
+    #[arg(long = "kubelet.pod-resources-socket", env = "TESSERA_KUBELET_POD_RESOURCES_SOCKET")]
+    pub pod_resources_socket: Option<String>,
+    /// How often to poll pod-resources (the kubelet rate-limits it; at least 1s) [default: 5s].
+    #[arg(long = "kubelet.poll-interval", env = "TESSERA_KUBELET_POLL_INTERVAL")]
+    pub kubelet_poll_interval: Option<String>,
+    /// Extra resource names that are GPUs, comma-separated, besides nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-<profile>[.shared].
+    #[arg(long = "kubelet.resource-name", env = "TESSERA_KUBELET_RESOURCE_NAME")]
+    pub resource_names: Option<String>,
+    /// Watch this node's pods and labels through the API server (in-cluster config or kubeconfig) [default: true].
+    #[arg(long = "kube.enabled", env = "TESSERA_KUBE_ENABLED")]
+    pub kube_enabled: Option<String>,
+    /// Pod labels copied onto container series as label_<name>, comma-separated [default: none].
+    #[arg(long = "kube.pod-labels", env = "TESSERA_KUBE_POD_LABELS")]
+    pub pod_labels: Option<String>,
+    /// Resolve DRA allocations through ResourceSlices [default: false].
+    #[arg(long = "kube.dra", env = "TESSERA_KUBE_DRA")]
+    pub kube_dra: Option<String>,
     /// Log level: error, warn, info, debug, trace [default: info].
     #[arg(long = "log.level", env = "TESSERA_LOG_LEVEL")]
     pub log_level: Option<String>,
@@ -82,6 +103,13 @@ pub struct Settings {
     pub collect_mig: bool,
     pub max_label_value_len: usize,
     pub node_name: String,
+    pub kubelet_enabled: bool,
+    pub pod_resources_socket: PathBuf,
+    pub kubelet_poll_interval: Duration,
+    pub resource_names: Vec<String>,
+    pub kube_enabled: bool,
+    pub pod_labels: Vec<String>,
+    pub kube_dra: bool,
     pub log_level: tracing::Level,
     pub log_format: LogFormat,
 }
@@ -229,6 +257,31 @@ impl Settings {
                 Ok(s.to_owned())
             }
         });
+        let kubelet_enabled = r.get("kubelet.enabled", &cli.kubelet_enabled, true, parse_bool);
+        let pod_resources_socket = r.get(
+            "kubelet.pod-resources-socket",
+            &cli.pod_resources_socket,
+            PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET),
+            |s| if s.is_empty() { Err("must not be empty".into()) } else { Ok(PathBuf::from(s)) },
+        );
+        let kubelet_poll_interval = r.get("kubelet.poll-interval", &cli.kubelet_poll_interval, Duration::from_secs(5), |s| {
+            let d = parse_duration(s)?;
+            if d < Duration::from_secs(1) {
+                Err("must be at least 1s: the kubelet rate-limits this socket".into())
+            } else {
+                Ok(d)
+            }
+        });
+        let resource_names = r.get("kubelet.resource-name", &cli.resource_names, Vec::new(), |s| Ok(split_list(s)));
+        let kube_enabled = r.get("kube.enabled", &cli.kube_enabled, true, parse_bool);
+        let pod_labels = r.get("kube.pod-labels", &cli.pod_labels, Vec::new(), |s| {
+            let labels = split_list(s);
+            match labels.iter().find(|l| l.len() > 317 || l.contains(char::is_whitespace)) {
+                Some(bad) => Err(format!("{bad:?} is not a Kubernetes label name")),
+                None => Ok(labels),
+            }
+        });
+        let kube_dra = r.get("kube.dra", &cli.kube_dra, false, parse_bool);
         let log_level = r.get("log.level", &cli.log_level, tracing::Level::INFO, |s| {
             s.parse().map_err(|_| "expected error, warn, info, debug or trace".into())
         });
@@ -256,10 +309,21 @@ impl Settings {
             collect_mig,
             max_label_value_len,
             node_name,
+            kubelet_enabled,
+            pod_resources_socket,
+            kubelet_poll_interval,
+            resource_names,
+            kube_enabled,
+            pod_labels,
+            kube_dra,
             log_level,
             log_format,
         })
     }
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_owned).collect()
 }
 
 fn default_listen() -> SocketAddr {

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod demo;
+pub mod fakes;
 pub mod metrics;
 pub mod model;
 pub mod sampler;

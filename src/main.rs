@@ -1,13 +1,16 @@
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 use tessera::config::{Cli, LogFormat, Settings};
-use tessera::metrics::EncodeOptions;
-use tessera::sampler::{Sampler, SamplerConfig};
+use tessera::demo::{self, DemoNode};
+use tessera::metrics::{self, EncodeOptions};
+use tessera::model::device_id::ResourceMatcher;
+use tessera::sampler::{Feeds, Sampler, SamplerConfig};
 use tessera::server::{router, AppState};
-use tessera::source::nvml::{self, NvmlOpenError, NvmlOptions};
-use tessera::{demo, metrics};
+use tessera::source::kube::{self, KubeConfig};
+use tessera::source::nvml::{self, NvmlOpenError, NvmlOptions, NvmlSource};
+use tessera::source::podresources::{spawn_poller, PodResourcesConfig};
+use tessera::source::SourceState;
 
 fn init_tracing(s: &Settings) {
     let builder = tracing_subscriber::fmt()
@@ -23,7 +26,6 @@ async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    #[cfg(unix)]
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -32,8 +34,6 @@ async fn shutdown_signal() {
             Err(_) => std::future::pending::<()>().await,
         }
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
     tracing::info!("shutting down");
 }
@@ -102,29 +102,101 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = runtime.block_on(run(settings));
-    drop(demo_node);
-    code
+    runtime.block_on(run(settings, demo_node))
 }
 
-async fn run(settings: Settings) -> ExitCode {
+fn nvml_options(s: &Settings) -> NvmlOptions {
+    NvmlOptions {
+        procfs: s.procfs.clone(),
+        slow_interval: s.nvml_slow_interval,
+        collect_processes: s.collect_processes,
+        collect_mig: s.collect_mig,
+    }
+}
+
+async fn run(mut settings: Settings, demo_node: Option<DemoNode>) -> ExitCode {
+    let mut tasks = Vec::new();
+    let mut feeds = Feeds::default();
+
+    let demo_services = match &demo_node {
+        Some(node) => {
+            // The demo kubelet allocates the devices the fake NVML reports.
+            let gpus = match nvml::open(settings.nvml_library.as_deref()) {
+                Ok(lib) => NvmlSource::new(lib, nvml_options(&settings)).sample().gpus,
+                Err(e) => {
+                    eprintln!("tessera: demo: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            match demo::start_services(node, &settings.node_name, &gpus).await {
+                Ok(s) => {
+                    settings.pod_resources_socket = s.socket.clone();
+                    Some(s)
+                }
+                Err(e) => {
+                    eprintln!("tessera: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        None => None,
+    };
+
+    if settings.kubelet_enabled {
+        let (tx, rx) = tokio::sync::watch::channel(SourceState::default());
+        tasks.push(spawn_poller(
+            PodResourcesConfig {
+                socket: settings.pod_resources_socket.clone(),
+                interval: settings.kubelet_poll_interval,
+                ..PodResourcesConfig::default()
+            },
+            tx,
+        ));
+        feeds.pod_resources = Some(rx);
+    }
+    if settings.kube_enabled {
+        let client = match &demo_services {
+            Some(d) => kube::client_for_url(&d.api.url()).await,
+            None => kube::client_from_env().await,
+        };
+        let cfg = KubeConfig {
+            pod_labels: settings.pod_labels.clone(),
+            dra: settings.kube_dra,
+            ..KubeConfig::new(settings.node_name.clone())
+        };
+        let (tx, rx) = tokio::sync::watch::channel(SourceState::default());
+        match client {
+            Ok(client) => match kube::spawn(client, cfg, tx).await {
+                Ok(task) => {
+                    tasks.push(task);
+                    feeds.kube = Some(rx);
+                }
+                Err(e) => {
+                    eprintln!("tessera: --kube.*: {e}");
+                    return ExitCode::from(2);
+                }
+            },
+            Err(e) => tracing::warn!(
+                error = %e,
+                "no Kubernetes API server: pods are named from pod-resources alone (set --kube.enabled=false to silence)"
+            ),
+        }
+    }
+
     let (tx, rx) = tokio::sync::watch::channel(None);
     let sampler = Sampler::new(
         SamplerConfig {
             interval: settings.sample_interval,
             node: settings.node_name.clone(),
             nvml_library: settings.nvml_library.clone(),
-            nvml: NvmlOptions {
-                procfs: settings.procfs.clone(),
-                slow_interval: settings.nvml_slow_interval,
-                collect_processes: settings.collect_processes,
-                collect_mig: settings.collect_mig,
-            },
+            nvml: nvml_options(&settings),
             encode: EncodeOptions {
                 max_label_value_len: settings.max_label_value_len,
                 ..EncodeOptions::default()
             },
+            resources: ResourceMatcher::new(settings.resource_names.clone()),
         },
+        feeds,
         tx,
     );
     let (stop_tx, stop_rx) = std::sync::mpsc::channel();
@@ -147,9 +219,19 @@ async fn run(settings: Settings) -> ExitCode {
         published: rx,
         enable_debug: settings.enable_debug,
     });
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await;
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await;
     drop(stop_tx);
     let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
+    for t in tasks {
+        t.abort();
+    }
+    if let Some(d) = demo_services {
+        d.api.stop();
+        d.kubelet.stop().await;
+    }
+    drop(demo_node);
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -157,10 +239,4 @@ async fn run(settings: Settings) -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-#[allow(dead_code)]
-fn _assert_send_sync() {
-    fn is<T: Send + Sync>() {}
-    is::<Arc<tessera::sampler::Published>>();
 }

@@ -10,10 +10,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use tokio::sync::watch;
 
+use std::collections::{HashMap, HashSet};
+
 use crate::metrics::{self, EncodeOptions};
+use crate::model::device_id::ResourceMatcher;
 use crate::model::join::{join, JoinInputs};
-use crate::model::{CollectorStatus, Snapshot};
+use crate::model::{CollectorStatus, NvmlSample, Snapshot};
+use crate::source::cgroup::{read_process_cgroup, CgroupError, CgroupIdentity};
+use crate::source::kube::ClusterView;
 use crate::source::nvml::{self, NvmlOptions, NvmlSource, XidWatcher};
+use crate::source::podresources::Allocations;
+use crate::source::SourceState;
 
 /// What a scrape serves: the snapshot and its exposition, made together.
 #[derive(Debug)]
@@ -32,6 +39,55 @@ pub struct SamplerConfig {
     pub nvml_library: Option<PathBuf>,
     pub nvml: NvmlOptions,
     pub encode: EncodeOptions,
+    pub resources: ResourceMatcher,
+}
+
+/// The asynchronous sources, read without blocking at each cycle.
+#[derive(Default)]
+pub struct Feeds {
+    pub pod_resources: Option<watch::Receiver<SourceState<Allocations>>>,
+    pub kube: Option<watch::Receiver<SourceState<ClusterView>>>,
+}
+
+/// Each process's cgroup, read once per pid and dropped when the pid leaves the GPUs.
+#[derive(Default)]
+struct CgroupCache {
+    by_pid: HashMap<u32, CgroupIdentity>,
+    unreadable: HashSet<u32>,
+}
+
+impl CgroupCache {
+    /// Returns whether every read that mattered succeeded.
+    fn refresh(&mut self, procfs: &std::path::Path, sample: &NvmlSample) -> bool {
+        let pids: HashSet<u32> = sample.gpus.iter().flat_map(|g| g.processes.iter().map(|p| p.pid)).collect();
+        self.by_pid.retain(|pid, _| pids.contains(pid));
+        self.unreadable.retain(|pid| pids.contains(pid));
+        let mut ok = true;
+        for pid in pids {
+            if self.by_pid.contains_key(&pid) || self.unreadable.contains(&pid) {
+                continue;
+            }
+            match read_process_cgroup(procfs, pid) {
+                Ok(Some(id)) => {
+                    self.by_pid.insert(pid, id);
+                }
+                // Not in a container, or gone between NVML's list and now: nothing to attribute.
+                Ok(None) | Err(CgroupError::NotFound { .. }) => {
+                    self.unreadable.insert(pid);
+                }
+                Err(e) => {
+                    tracing::debug!(pid, error = %e, "cannot read the process cgroup");
+                    self.unreadable.insert(pid);
+                    ok = false;
+                }
+            }
+        }
+        ok
+    }
+}
+
+fn state_of<T>(rx: &Option<watch::Receiver<SourceState<T>>>) -> Option<SourceState<T>> {
+    rx.as_ref().map(|r| r.borrow().clone())
 }
 
 pub struct Sampler {
@@ -39,6 +95,10 @@ pub struct Sampler {
     source: Option<NvmlSource>,
     _xids: Option<XidWatcher>,
     tx: watch::Sender<Option<Arc<Published>>>,
+    feeds: Feeds,
+    cgroups: CgroupCache,
+    previous: Option<Arc<Snapshot>>,
+    last_cycle_seconds: f64,
     /// When NVML fails to initialize, the next attempt is due at this time.
     retry_at: Instant,
     retry_backoff: Duration,
@@ -48,12 +108,16 @@ pub struct Sampler {
 const MAX_INIT_BACKOFF: Duration = Duration::from_secs(30);
 
 impl Sampler {
-    pub fn new(cfg: SamplerConfig, tx: watch::Sender<Option<Arc<Published>>>) -> Self {
+    pub fn new(cfg: SamplerConfig, feeds: Feeds, tx: watch::Sender<Option<Arc<Published>>>) -> Self {
         Self {
             cfg,
             source: None,
             _xids: None,
             tx,
+            feeds,
+            cgroups: CgroupCache::default(),
+            previous: None,
+            last_cycle_seconds: 0.0,
             retry_at: Instant::now(),
             retry_backoff: Duration::from_secs(1),
             init_failed_logged: false,
@@ -91,6 +155,7 @@ impl Sampler {
 
     /// One cycle: sample, join, encode, publish.
     pub fn cycle(&mut self) {
+        let started = Instant::now();
         if !self.ensure_source() {
             return;
         }
@@ -102,23 +167,50 @@ impl Sampler {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or_default();
-        let collectors = vec![CollectorStatus {
+        let mut collectors = vec![CollectorStatus {
             name: "nvml",
             success: sample.success,
             duration_seconds: sample.duration_seconds,
         }];
+        let cgroup_started = Instant::now();
+        let cgroups_ok = self.cgroups.refresh(&self.cfg.nvml.procfs, &sample);
+        collectors.push(CollectorStatus {
+            name: "cgroup",
+            success: cgroups_ok,
+            duration_seconds: cgroup_started.elapsed().as_secs_f64(),
+        });
+        let pod_resources = state_of(&self.feeds.pod_resources);
+        let kube = state_of(&self.feeds.kube);
+        for (name, healthy) in [
+            ("podresources", pod_resources.as_ref().map(|s| s.healthy)),
+            ("kube", kube.as_ref().map(|s| s.healthy)),
+        ] {
+            if let Some(success) = healthy {
+                // These sources poll on their own cadence; their cost is not on this thread.
+                collectors.push(CollectorStatus { name, success, duration_seconds: 0.0 });
+            }
+        }
         let snapshot = join(JoinInputs {
             node: &self.cfg.node,
             timestamp_seconds,
             nvml: &sample,
             collectors,
+            sample_duration_seconds: self.last_cycle_seconds,
+            allocations: pod_resources.as_ref().and_then(|s| s.data.as_deref()),
+            cluster: kube.as_ref().and_then(|s| s.data.as_deref()),
+            cgroups: &self.cgroups.by_pid,
+            resources: &self.cfg.resources,
+            previous: self.previous.as_deref(),
         });
         let exposition = metrics::encode(&snapshot, &self.cfg.encode);
+        let snapshot = Arc::new(snapshot);
+        self.previous = Some(snapshot.clone());
         self.tx.send_replace(Some(Arc::new(Published {
-            snapshot: Arc::new(snapshot),
+            snapshot,
             series: exposition.series,
             exposition: Bytes::from(exposition.text),
         })));
+        self.last_cycle_seconds = started.elapsed().as_secs_f64();
     }
 
     /// Runs until `stop` receives a message or its sender is dropped.

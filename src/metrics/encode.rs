@@ -13,7 +13,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::table::{self, label, Family, Kind};
-use crate::model::join::{GpuView, MigView, ProcessView};
+use crate::model::join::{ContainerUse, GpuView, MigView, ProcessView};
 use crate::model::{Snapshot, CLOCK_EVENT_REASONS};
 
 #[derive(Debug, Clone)]
@@ -131,6 +131,16 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
         1.0,
     );
     out.push(&table::GPU_UP, l.clone(), if s.up { 1.0 } else { 0.0 });
+    out.push(&table::GPU_SHARERS, l.clone(), f64::from(g.sharers));
+    out.push(&table::GPU_REPLICAS, l.clone(), f64::from(g.replicas));
+    // XIDs stay visible on a lost GPU: XID 79 is how it got lost.
+    for (xid, count) in &s.xid_counts {
+        out.push(
+            &table::GPU_XID_ERRORS,
+            with(l.clone(), &[(label::XID, xid.to_string())]),
+            *count as f64,
+        );
+    }
     if !s.up {
         return;
     }
@@ -159,8 +169,6 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
             Some(f64::from(s.mig_instances.iter().map(|m| m.slices).sum::<u32>())),
         );
     }
-    opt(&table::GPU_SHARERS, Some(f64::from(g.sharers)));
-    opt(&table::GPU_REPLICAS, Some(f64::from(g.replicas)));
     opt(&table::GPU_PROCESSES, Some(g.processes.len() as f64));
 
     let labelled = [
@@ -185,13 +193,6 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
                 active,
             );
         }
-    }
-    for (xid, count) in &s.xid_counts {
-        out.push(
-            &table::GPU_XID_ERRORS,
-            with(l.clone(), &[(label::XID, xid.to_string())]),
-            *count as f64,
-        );
     }
 }
 
@@ -226,6 +227,7 @@ fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
         (&table::GPU_MIG_TENSOR_ACTIVITY, s.gpm.map(|g| g.tensor_activity)),
         (&table::GPU_MIG_DRAM_BANDWIDTH, s.gpm.map(|g| g.dram_bandwidth)),
         (&table::GPU_MIG_SHARERS, Some(f64::from(m.sharers))),
+        (&table::GPU_MIG_REPLICAS, Some(f64::from(m.replicas))),
     ];
     for (f, v) in values {
         if let Some(v) = v {
@@ -266,6 +268,45 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
     }
 }
 
+fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &ContainerUse) {
+    let mut l = gpu_labels(node, g);
+    l[3].1 = c.sharing_mode.as_label().to_owned();
+    let p = &c.pod;
+    let mut l = with(
+        l,
+        &[
+            (label::MIG_UUID, c.mig_uuid.clone().unwrap_or_default()),
+            (label::NAMESPACE, p.namespace.clone()),
+            (label::POD, p.pod.clone()),
+            (label::CONTAINER, p.container.clone()),
+            (label::WORKLOAD_KIND, p.workload_kind.clone()),
+            (label::WORKLOAD, p.workload.clone()),
+        ],
+    );
+    let pod_labels = |mut base: Labels| {
+        base.extend(p.labels.iter().map(|(k, v)| (Cow::Owned(k.clone()), v.clone())));
+        base
+    };
+    for a in &c.allocations {
+        let mut al = l.clone();
+        al.push((label::RESOURCE.into(), a.resource.clone()));
+        al.push((label::DEVICE_ID.into(), a.device_id.clone()));
+        al.push((label::CLAIM.into(), a.claim.clone()));
+        out.push(&table::GPU_CONTAINER_ALLOCATION, pod_labels(al), 1.0);
+    }
+    l = pod_labels(l);
+    out.push(&table::GPU_CONTAINER_MEMORY_USED, l.clone(), c.memory_used_bytes as f64);
+    if let Some(sm) = c.sm_utilization {
+        out.push(&table::GPU_CONTAINER_SM_UTILIZATION, l.clone(), sm);
+    }
+    if !c.allocations.is_empty() {
+        out.push(&table::GPU_CONTAINER_IDLE, l.clone(), c.idle_seconds);
+    }
+    if c.unallocated_use {
+        out.push(&table::GPU_CONTAINER_UNALLOCATED_USE, l, 1.0);
+    }
+}
+
 fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
     let node = || (Cow::Borrowed(label::NODE), snap.node.clone());
     out.push(
@@ -281,6 +322,17 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
         out.push(&table::TESSERA_COLLECTOR_SUCCESS, l.clone(), if c.success { 1.0 } else { 0.0 });
         out.push(&table::TESSERA_COLLECTOR_DURATION, l, c.duration_seconds);
     }
+    let a = &snap.attribution;
+    for (what, n) in [
+        ("unresolved_device_id", a.unresolved_device_ids),
+        ("process_without_pod_metadata", a.processes_without_pod_metadata),
+    ] {
+        out.push(
+            &table::TESSERA_ATTRIBUTION_GAPS,
+            vec![node(), (label::KIND.into(), what.to_owned())],
+            n as f64,
+        );
+    }
     for (call, n) in &snap.nvml_errors {
         out.push(
             &table::TESSERA_NVML_ERRORS,
@@ -288,6 +340,7 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
             *n as f64,
         );
     }
+    out.push(&table::TESSERA_SAMPLE_DURATION, vec![node()], snap.sample_duration_seconds);
     out.push(&table::TESSERA_LAST_SAMPLE, vec![node()], snap.timestamp_seconds);
 }
 
@@ -320,6 +373,9 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
         gpu_families(&mut out, &snap.node, &snap.driver_version, g);
         for m in &g.mig {
             mig_families(&mut out, &snap.node, g, m);
+        }
+        for c in &g.containers {
+            container_families(&mut out, &snap.node, g, c);
         }
         for p in &g.processes {
             process_families(&mut out, &snap.node, g, p);

@@ -43,6 +43,8 @@ pub mod label {
     pub const WORKLOAD: &str = "workload";
     pub const RESOURCE: &str = "resource";
     pub const DEVICE_ID: &str = "device_id";
+    pub const CLAIM: &str = "claim";
+    pub const KIND: &str = "kind";
     pub const PID: &str = "pid";
     pub const PROCESS: &str = "process";
     pub const COLLECTOR: &str = "collector";
@@ -60,7 +62,7 @@ const CONTAINER_LABELS: &[&str] = &[
     NODE, GPU, UUID, SHARING_MODE, MIG_UUID, NAMESPACE, POD, CONTAINER, WORKLOAD_KIND, WORKLOAD,
 ];
 const CONTAINER_ALLOCATION_LABELS: &[&str] = &[
-    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, NAMESPACE, POD, CONTAINER, WORKLOAD_KIND, WORKLOAD, RESOURCE, DEVICE_ID,
+    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, NAMESPACE, POD, CONTAINER, WORKLOAD_KIND, WORKLOAD, RESOURCE, DEVICE_ID, CLAIM,
 ];
 const PROCESS_LABELS: &[&str] = &[
     NODE, GPU, UUID, SHARING_MODE, MIG_UUID, PID, PROCESS, TYPE, NAMESPACE, POD, CONTAINER,
@@ -105,10 +107,11 @@ families! {
     GPU_MIG_TENSOR_ACTIVITY = "gpu_mig_instance_tensor_activity_ratio", Gauge, MIG_LABELS, "GPM: tensor activity of the GPU instance.";
     GPU_MIG_DRAM_BANDWIDTH = "gpu_mig_instance_dram_bandwidth_utilization_ratio", Gauge, MIG_LABELS, "GPM: DRAM bandwidth utilization of the GPU instance.";
     GPU_MIG_SHARERS = "gpu_mig_instance_sharers", Gauge, MIG_LABELS, "Containers holding the MIG instance now.";
+    GPU_MIG_REPLICAS = "gpu_mig_instance_replicas", Gauge, MIG_LABELS, "Containers the MIG instance is offered to.";
     GPU_SHARERS = "gpu_sharers", Gauge, GPU_LABELS, "Containers holding the GPU now.";
     GPU_REPLICAS = "gpu_replicas", Gauge, GPU_LABELS, "Containers the GPU is offered to (1 when exclusive, 0 when not offered).";
     GPU_PROCESSES = "gpu_processes", Gauge, GPU_LABELS, "Processes running on the GPU.";
-    GPU_CONTAINER_ALLOCATION = "gpu_container_allocation", Gauge, CONTAINER_ALLOCATION_LABELS, "The kubelet allocated this device to the container; value 1.";
+    GPU_CONTAINER_ALLOCATION = "gpu_container_allocation", Gauge, CONTAINER_ALLOCATION_LABELS, "The kubelet allocated this device to the container (claim is the DRA claim, empty for the device plugin); value 1.";
     GPU_CONTAINER_MEMORY_USED = "gpu_container_memory_used_bytes", Gauge, CONTAINER_LABELS, "GPU memory held by the container's processes on the device.";
     GPU_CONTAINER_SM_UTILIZATION = "gpu_container_sm_utilization_ratio", Gauge, CONTAINER_LABELS, "The container's share of SM time on the device: the sum over its processes (on MIG, the instance's GPM SM activity split among its holders).";
     GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device with no activity, at sample resolution.";
@@ -119,7 +122,9 @@ families! {
     TESSERA_BUILD_INFO = "tessera_build_info", Gauge, &[VERSION, REVISION], "tessera's version; value 1.";
     TESSERA_COLLECTOR_SUCCESS = "tessera_collector_success", Gauge, &[NODE, COLLECTOR], "1 when the collector's last attempt succeeded.";
     TESSERA_COLLECTOR_DURATION = "tessera_collector_duration_seconds", Gauge, &[NODE, COLLECTOR], "Duration of the collector's last attempt.";
+    TESSERA_ATTRIBUTION_GAPS = "tessera_attribution_gaps", Gauge, &[NODE, KIND], "Things the last join could not attribute: device IDs naming no device on this node, processes in pods without metadata.";
     TESSERA_NVML_ERRORS = "tessera_nvml_errors", Counter, &[NODE, CALL], "Failed NVML calls by call (calls a GPU does not support are learned once and not counted).";
+    TESSERA_SAMPLE_DURATION = "tessera_sample_duration_seconds", Gauge, &[NODE], "Duration of the last whole sample cycle: every source read, the join and the encoding.";
     TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE], "Unix time of the sample being served.";
 }
 

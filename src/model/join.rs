@@ -1,13 +1,24 @@
-//! The pure join: NVML's view of the node plus (later) the kubelet's and the API server's, in;
-//! the immutable snapshot the exporter shows, out.
+//! The pure join: NVML's view of the node, the kubelet's allocations, the pods' metadata and
+//! each process's cgroup, in; the immutable snapshot the exporter shows, out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::sharing::{decide, SharingEvidence, SharingMode};
+use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Target};
+use super::device_id::ResourceMatcher;
+use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
 use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
+use crate::source::cgroup::CgroupIdentity;
+use crate::source::kube::{ClusterView, SharingStrategy};
+use crate::source::podresources::Allocations;
+
+/// Below this share of SM time a container counts as idle for that sample.
+pub const IDLE_SM_RATIO: f64 = 0.01;
+/// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
+/// evidence of idleness and is capped.
+const MAX_IDLE_STEP_SECONDS: f64 = 60.0;
 
 /// Health of one collector, as the sampler saw it this cycle.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -25,7 +36,7 @@ pub struct PodRef {
     pub container: String,
     pub workload_kind: String,
     pub workload: String,
-    /// Allow-listed pod labels, already sanitized into label names.
+    /// Allow-listed pod labels, already turned into label names (`label_<name>`).
     pub labels: Vec<(String, String)>,
 }
 
@@ -36,15 +47,35 @@ pub struct ProcessView {
     pub pod: Option<Arc<PodRef>>,
 }
 
+/// One container's hold on, and use of, one device (a GPU or a MIG instance).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ContainerUse {
+    pub pod: Arc<PodRef>,
+    pub mig_uuid: Option<String>,
+    pub sharing_mode: SharingMode,
+    /// Empty when the container runs on the device without an allocation.
+    pub allocations: Vec<Holding>,
+    pub processes: usize,
+    pub memory_used_bytes: u64,
+    /// Sum of its processes' SM shares (on MIG, the instance's activity split among holders);
+    /// `None` when NVML cannot tell (MPS clients, GPUs without process utilization).
+    pub sm_utilization: Option<f64>,
+    pub idle_seconds: f64,
+    /// Runs processes on a device it was not allocated, while allocations are known.
+    pub unallocated_use: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MigView {
     #[serde(skip)]
     pub sample: MigSample,
     pub uuid: String,
+    pub profile: String,
     pub sharing_mode: SharingMode,
     pub evidence: SharingEvidence,
     pub why: Vec<&'static str>,
     pub sharers: u32,
+    pub replicas: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -53,12 +84,14 @@ pub struct GpuView {
     pub sample: GpuSample,
     pub index: u32,
     pub uuid: String,
+    pub up: bool,
     pub sharing_mode: SharingMode,
     pub evidence: SharingEvidence,
     pub why: Vec<&'static str>,
     pub sharers: u32,
     pub replicas: u32,
     pub mig: Vec<MigView>,
+    pub containers: Vec<ContainerUse>,
     pub processes: Vec<ProcessView>,
 }
 
@@ -72,6 +105,7 @@ pub struct Snapshot {
     pub collectors: Vec<CollectorStatus>,
     pub nvml_errors: BTreeMap<&'static str, u64>,
     pub sample_duration_seconds: f64,
+    pub attribution: AttributionStats,
 }
 
 pub struct JoinInputs<'a> {
@@ -79,76 +113,264 @@ pub struct JoinInputs<'a> {
     pub timestamp_seconds: f64,
     pub nvml: &'a NvmlSample,
     pub collectors: Vec<CollectorStatus>,
+    pub sample_duration_seconds: f64,
+    /// `None` when the kubelet has not answered (or is not used).
+    pub allocations: Option<&'a Allocations>,
+    /// `None` without an API server.
+    pub cluster: Option<&'a ClusterView>,
+    pub cgroups: &'a HashMap<u32, CgroupIdentity>,
+    pub resources: &'a ResourceMatcher,
+    /// The previous snapshot, for counters (idle seconds) that accumulate across samples.
+    pub previous: Option<&'a Snapshot>,
 }
 
-fn mps_evidence(processes: &[ProcessSample]) -> (bool, usize) {
-    let server = processes.iter().any(|p| p.kind == Some(ProcessKind::MpsServer));
-    let clients = processes.iter().filter(|p| p.kind == Some(ProcessKind::MpsClient)).count();
-    (server, clients)
-}
-
-fn mig_view(gpu: &GpuSample, mig: &MigSample) -> MigView {
-    let mine: Vec<ProcessSample> = gpu
-        .processes
-        .iter()
-        .filter(|p| p.mig_uuid.as_deref() == Some(mig.uuid.as_str()))
-        .cloned()
-        .collect();
-    let (mps_server, mps_clients) = mps_evidence(&mine);
-    let evidence = SharingEvidence {
-        vgpu_guest: gpu.vgpu_guest,
-        mig_instance: true,
-        mps_server,
-        mps_clients,
-        ..Default::default()
-    };
-    let (sharing_mode, why) = decide(&evidence);
-    MigView {
-        sample: mig.clone(),
-        uuid: mig.uuid.clone(),
-        sharing_mode,
-        evidence,
-        why,
-        sharers: 0,
+fn declared(s: &SharingStrategy) -> Option<DeclaredStrategy> {
+    match s {
+        SharingStrategy::None => Some(DeclaredStrategy::None),
+        SharingStrategy::TimeSlicing => Some(DeclaredStrategy::TimeSlicing),
+        SharingStrategy::Mps => Some(DeclaredStrategy::Mps),
+        SharingStrategy::Other(_) => None,
     }
 }
 
-fn gpu_view(gpu: &GpuSample) -> GpuView {
-    let (mps_server, mps_clients) = mps_evidence(&gpu.processes);
-    let evidence = SharingEvidence {
-        vgpu_guest: gpu.vgpu_guest,
-        mig_enabled_gpu: gpu.mig_enabled == Some(true),
-        mps_server,
-        mps_clients,
-        ..Default::default()
+/// What the node labels say about a device (per MIG profile for instances).
+fn declared_for(cluster: Option<&ClusterView>, mig_profile: Option<&str>) -> (Option<DeclaredStrategy>, Option<u32>) {
+    let Some(node) = cluster.map(|c| &c.node) else {
+        return (None, None);
     };
-    let (sharing_mode, why) = decide(&evidence);
-    GpuView {
-        index: gpu.index,
-        uuid: gpu.uuid.clone(),
-        sharing_mode,
-        evidence,
-        why,
-        sharers: 0,
-        replicas: 0,
-        mig: gpu.mig_instances.iter().map(|m| mig_view(gpu, m)).collect(),
-        processes: gpu
-            .processes
-            .iter()
-            .map(|p| ProcessView { sample: p.clone(), pod: None })
-            .collect(),
-        sample: gpu.clone(),
+    match mig_profile {
+        Some(p) => node
+            .per_profile
+            .get(p)
+            .map(|(s, r)| (s.as_ref().and_then(declared), *r))
+            .unwrap_or((None, None)),
+        None => (node.strategy.as_ref().and_then(declared), node.replicas),
     }
+}
+
+struct DeviceFacts<'a> {
+    holdings: &'a [Holding],
+    processes: Vec<&'a ProcessView>,
+    offered: Option<u32>,
+}
+
+fn evidence(facts: &DeviceFacts<'_>, declared: Option<DeclaredStrategy>, vgpu: bool, mig_instance: bool) -> SharingEvidence {
+    let holders: BTreeSet<&PodRef> = facts.holdings.iter().map(|h| h.pod.as_ref()).collect();
+    let mut claims: HashMap<&str, BTreeSet<(&str, &str)>> = HashMap::new();
+    for h in facts.holdings.iter().filter(|h| !h.claim.is_empty()) {
+        claims.entry(&h.claim).or_default().insert((&h.pod.namespace, &h.pod.pod));
+    }
+    SharingEvidence {
+        vgpu_guest: vgpu,
+        mig_enabled_gpu: false,
+        mig_instance,
+        mps_server: facts.processes.iter().any(|p| p.sample.kind == Some(ProcessKind::MpsServer)),
+        mps_clients: facts.processes.iter().filter(|p| p.sample.kind == Some(ProcessKind::MpsClient)).count(),
+        holders: holders.len(),
+        replica_ids: facts.holdings.iter().any(|h| h.replica) || facts.offered.is_some_and(|n| n > 1),
+        declared,
+        shared_claim: claims.values().any(|pods| pods.len() > 1),
+    }
+}
+
+fn replicas(facts: &DeviceFacts<'_>, declared: (Option<DeclaredStrategy>, Option<u32>), holders: usize) -> u32 {
+    if let Some(n) = facts.offered {
+        return n;
+    }
+    match declared {
+        (Some(DeclaredStrategy::TimeSlicing | DeclaredStrategy::Mps), Some(n)) => n,
+        _ => u32::from(holders > 0),
+    }
+}
+
+type IdleKey = (String, String, String, String, String);
+
+fn idle_key(gpu_uuid: &str, c: &ContainerUse) -> IdleKey {
+    (
+        c.pod.namespace.clone(),
+        c.pod.pod.clone(),
+        c.pod.container.clone(),
+        gpu_uuid.to_owned(),
+        c.mig_uuid.clone().unwrap_or_default(),
+    )
+}
+
+struct Ctx<'a> {
+    allocations_known: bool,
+    device_activity: Option<f64>,
+    dt: f64,
+    previous_idle: &'a HashMap<IdleKey, f64>,
+    gpu_uuid: &'a str,
+}
+
+/// Per-container rows of one device: every holder, plus every container with processes on it.
+fn containers(ctx: &Ctx<'_>, facts: &DeviceFacts<'_>, mode: SharingMode, mig: Option<&MigSample>) -> Vec<ContainerUse> {
+    let mut rows: BTreeMap<Arc<PodRef>, ContainerUse> = BTreeMap::new();
+    let blank = |pod: &Arc<PodRef>| ContainerUse {
+        pod: pod.clone(),
+        mig_uuid: mig.map(|m| m.uuid.clone()),
+        sharing_mode: mode,
+        allocations: Vec::new(),
+        processes: 0,
+        memory_used_bytes: 0,
+        sm_utilization: None,
+        idle_seconds: 0.0,
+        unallocated_use: false,
+    };
+    for h in facts.holdings {
+        rows.entry(h.pod.clone()).or_insert_with(|| blank(&h.pod)).allocations.push(h.clone());
+    }
+    let holders = rows.len();
+    for p in &facts.processes {
+        let Some(pod) = &p.pod else { continue };
+        let row = rows.entry(pod.clone()).or_insert_with(|| blank(pod));
+        // The MPS server runs in the device plugin's daemon pod, which never requests the GPU
+        // it serves: that is not someone bypassing the device plugin.
+        if p.sample.kind != Some(ProcessKind::MpsServer) {
+            row.processes += 1;
+        }
+        row.memory_used_bytes += p.sample.memory_used_bytes.unwrap_or(0);
+        if let Some(sm) = p.sample.sm_utilization {
+            row.sm_utilization = Some(row.sm_utilization.unwrap_or(0.0) + sm);
+        }
+    }
+    let instance_activity = mig.and_then(|m| m.gpm).map(|g| g.sm_activity);
+    for row in rows.values_mut() {
+        let allocated = !row.allocations.is_empty();
+        if mig.is_some() && allocated && holders > 0 {
+            // NVML has no per-process utilization under MIG: the instance's activity belongs
+            // to its holders.
+            row.sm_utilization = instance_activity.map(|a| a / holders as f64);
+        }
+        row.sm_utilization = row.sm_utilization.map(|v| v.clamp(0.0, 1.0));
+        row.unallocated_use = ctx.allocations_known && !allocated && row.processes > 0;
+        if allocated {
+            let idle = match row.sm_utilization {
+                Some(v) => v < IDLE_SM_RATIO,
+                // Unknown per-container share: idle only if the whole device is.
+                None => ctx.device_activity.is_some_and(|a| a < IDLE_SM_RATIO),
+            };
+            let before = ctx.previous_idle.get(&idle_key(ctx.gpu_uuid, row)).copied().unwrap_or(0.0);
+            row.idle_seconds = before + if idle { ctx.dt } else { 0.0 };
+        }
+    }
+    rows.into_values().collect()
 }
 
 pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
+    let gpus = &inputs.nvml.gpus;
+    let index = DeviceIndex::new(gpus);
+    let mut pods = Pods::default();
+    let mut stats = AttributionStats::default();
+    let holdings = inputs
+        .allocations
+        .map(|a| attribution::holdings(a, inputs.cluster, inputs.resources, &index, &mut pods, &mut stats))
+        .unwrap_or_default();
+    let offered = inputs
+        .allocations
+        .map(|a| attribution::offered(a, inputs.resources, &index))
+        .unwrap_or_default();
+    let previous_idle: HashMap<IdleKey, f64> = inputs
+        .previous
+        .map(|s| {
+            s.gpus
+                .iter()
+                .flat_map(|g| g.containers.iter().map(move |c| (idle_key(&g.uuid, c), c.idle_seconds)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let dt = inputs
+        .previous
+        .map(|p| (inputs.timestamp_seconds - p.timestamp_seconds).clamp(0.0, MAX_IDLE_STEP_SECONDS))
+        .unwrap_or(0.0);
+
+    let mut views = Vec::with_capacity(gpus.len());
+    for (g, gpu) in gpus.iter().enumerate() {
+        let processes: Vec<ProcessView> = gpu
+            .processes
+            .iter()
+            .map(|p| ProcessView {
+                pod: attribution::process_owner(inputs.cgroups.get(&p.pid), inputs.cluster, &mut pods, &mut stats),
+                sample: p.clone(),
+            })
+            .collect();
+        let facts_for = |mig: Option<&MigSample>, t: Target| DeviceFacts {
+            holdings: holdings.get(&t).map(Vec::as_slice).unwrap_or(&[]),
+            processes: processes
+                .iter()
+                .filter(|p| p.sample.mig_uuid.as_deref() == mig.map(|m| m.uuid.as_str()))
+                .collect(),
+            offered: offered.get(&t).copied(),
+        };
+        let mut mig_views = Vec::new();
+        let mut rows = Vec::new();
+        for (m, mig) in gpu.mig_instances.iter().enumerate() {
+            let facts = facts_for(Some(mig), Target { gpu: g, mig: Some(m) });
+            let decl = declared_for(inputs.cluster, Some(&mig.profile));
+            let ev = evidence(&facts, decl.0, gpu.vgpu_guest, true);
+            let (mode, why) = decide(&ev);
+            let ctx = Ctx {
+                allocations_known: inputs.allocations.is_some(),
+                device_activity: mig.gpm.map(|a| a.sm_activity),
+                dt,
+                previous_idle: &previous_idle,
+                gpu_uuid: &gpu.uuid,
+            };
+            rows.extend(containers(&ctx, &facts, mode, Some(mig)));
+            mig_views.push(MigView {
+                sample: mig.clone(),
+                uuid: mig.uuid.clone(),
+                profile: mig.profile.clone(),
+                sharing_mode: mode,
+                sharers: ev.holders as u32,
+                replicas: replicas(&facts, decl, ev.holders),
+                evidence: ev,
+                why,
+            });
+        }
+        let mig_enabled = gpu.mig_enabled == Some(true);
+        let facts = facts_for(None, Target { gpu: g, mig: None });
+        let decl = declared_for(inputs.cluster, None);
+        let mut ev = evidence(&facts, decl.0, gpu.vgpu_guest, false);
+        ev.mig_enabled_gpu = mig_enabled;
+        let (mode, why) = decide(&ev);
+        let ctx = Ctx {
+            allocations_known: inputs.allocations.is_some(),
+            device_activity: gpu.gpm.map(|a| a.sm_activity).or(gpu.utilization),
+            dt,
+            previous_idle: &previous_idle,
+            gpu_uuid: &gpu.uuid,
+        };
+        rows.extend(containers(&ctx, &facts, mode, None));
+        let (sharers, replica_count) = if mig_enabled {
+            let holders: BTreeSet<&PodRef> = rows.iter().filter(|r| !r.allocations.is_empty()).map(|r| r.pod.as_ref()).collect();
+            (holders.len() as u32, mig_views.iter().map(|m| m.replicas).sum())
+        } else {
+            (ev.holders as u32, replicas(&facts, decl, ev.holders))
+        };
+        views.push(GpuView {
+            index: gpu.index,
+            uuid: gpu.uuid.clone(),
+            up: gpu.up,
+            sharing_mode: mode,
+            evidence: ev,
+            why,
+            sharers,
+            replicas: replica_count,
+            mig: mig_views,
+            containers: rows,
+            processes,
+            sample: gpu.clone(),
+        });
+    }
     Snapshot {
         node: inputs.node.to_owned(),
         timestamp_seconds: inputs.timestamp_seconds,
         driver_version: inputs.nvml.driver_version.clone(),
-        gpus: inputs.nvml.gpus.iter().map(gpu_view).collect(),
+        gpus: views,
         collectors: inputs.collectors,
         nvml_errors: inputs.nvml.errors_by_call.clone(),
-        sample_duration_seconds: inputs.nvml.duration_seconds,
+        sample_duration_seconds: inputs.sample_duration_seconds,
+        attribution: stats,
     }
 }

@@ -1,6 +1,8 @@
 //! Plain data: what the sources saw and what the exporter shows. No I/O, no NVML or Prometheus
 //! types, so every attribution rule can be tested without a GPU.
 
+pub mod attribution;
+pub mod device_id;
 pub mod join;
 pub mod sharing;
 
@@ -74,6 +76,8 @@ pub struct GpuSample {
     pub uuid: String,
     pub model: String,
     pub pci_bus_id: String,
+    /// `/dev/nvidiaN`; GKE's device plugin names GPUs by it (`nvidiaN`).
+    pub minor_number: Option<u32>,
     /// False when the GPU is lost or NVML fails for it; the figures below are then absent.
     pub up: bool,
     pub mig_enabled: Option<bool>,

@@ -1,7 +1,10 @@
 //! Sources do I/O and hand plain data to the pure model. Each one fails alone: a failing source
 //! keeps its last good data (for a bounded time) and reports itself unhealthy.
 
+pub mod cgroup;
+pub mod kube;
 pub mod nvml;
+pub mod podresources;
 pub mod procfs;
 
 use std::sync::Arc;

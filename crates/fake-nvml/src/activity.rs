@@ -3,7 +3,7 @@
 //! can say only "pid 458 uses 33% SM" and still get plausible power, clocks,
 //! memory and GPM values. The constants are fitted to the H100 fixtures.
 
-use crate::scenario::{GpmSpec, GpuPhaseSpec, ProcessKind};
+use crate::scenario::{GpmSpec, GpuPhaseSpec, ProcessKind, ProcessSpec};
 use crate::world::{find_instance, GpuDef};
 
 /// Memory the driver's context takes besides what processes report: the
@@ -96,7 +96,11 @@ impl GpmValues {
 
     fn validate(&self) -> Result<(), String> {
         let mut copy = self.clone();
-        if copy.fields_mut().iter().any(|v| !(0.0..=100.0).contains(&**v)) {
+        if copy
+            .fields_mut()
+            .iter()
+            .any(|v| !(0.0..=100.0).contains(&**v))
+        {
             return Err(format!("GPM values must lie in 0..=100: {self:?}"));
         }
         Ok(())
@@ -170,12 +174,19 @@ fn used_mib(procs: &[&ProcState]) -> u64 {
     }
 }
 
-pub fn resolve_phase_gpu(gpu: &GpuDef, spec: &GpuPhaseSpec) -> Result<GpuActivity, String> {
+/// `xids` is left empty; the caller fills it from the phase.
+pub fn resolve_phase_gpu(
+    gpu: &GpuDef,
+    spec: &GpuPhaseSpec,
+    procs: &[&ProcessSpec],
+) -> Result<GpuActivity, String> {
     let sku = gpu.sku;
-    let mut processes = Vec::with_capacity(spec.processes.len());
-    for p in &spec.processes {
+    let mut processes = Vec::with_capacity(procs.len());
+    for p in procs {
         let instance = match (&gpu.mig, &p.mig_instance) {
-            (Some(_), Some(r)) => Some(find_instance(gpu, r).map_err(|e| format!("pid {}: {e}", p.pid))?),
+            (Some(_), Some(r)) => {
+                Some(find_instance(gpu, r).map_err(|e| format!("pid {}: {e}", p.pid))?)
+            }
             (Some(_), None) => {
                 return Err(format!(
                     "pid {}: MIG is enabled, so the process needs `mig_instance`",
@@ -204,7 +215,12 @@ pub fn resolve_phase_gpu(gpu: &GpuDef, spec: &GpuPhaseSpec) -> Result<GpuActivit
         });
     }
     let sum_util = |filter: &dyn Fn(&ProcState) -> bool, f: fn(&ProcState) -> u32| -> f64 {
-        processes.iter().filter(|p| filter(p)).map(f).sum::<u32>().min(100) as f64
+        processes
+            .iter()
+            .filter(|p| filter(p))
+            .map(f)
+            .sum::<u32>()
+            .min(100) as f64
     };
 
     let mut mig = Vec::new();
@@ -316,19 +332,17 @@ pub fn resolve_phase_gpu(gpu: &GpuDef, spec: &GpuPhaseSpec) -> Result<GpuActivit
         ecc_volatile: [spec.ecc.corrected, spec.ecc.uncorrected],
         ecc_aggregate: [
             spec.ecc.aggregate_corrected.unwrap_or(spec.ecc.corrected),
-            spec.ecc.aggregate_uncorrected.unwrap_or(spec.ecc.uncorrected),
+            spec.ecc
+                .aggregate_uncorrected
+                .unwrap_or(spec.ecc.uncorrected),
         ],
         pcie_replays: spec.pcie_replays,
-        pcie_tx_kbps: spec
-            .pcie_tx_kbps
-            .unwrap_or((950.0 + 1500.0 * util) as u32),
-        pcie_rx_kbps: spec
-            .pcie_rx_kbps
-            .unwrap_or((550.0 + 4000.0 * util) as u32),
+        pcie_tx_kbps: spec.pcie_tx_kbps.unwrap_or((950.0 + 1500.0 * util) as u32),
+        pcie_rx_kbps: spec.pcie_rx_kbps.unwrap_or((550.0 + 4000.0 * util) as u32),
         gpm,
         memory_used_mib,
         processes,
-        xids: spec.xids.clone(),
+        xids: Vec::new(),
         mig,
     })
 }

@@ -10,7 +10,10 @@ const MIB: u64 = 1 << 20;
 /// # Safety
 /// `index` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetIndex(
+    device: nvmlDevice_t,
+    index: *mut c_uint,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetIndex", Target::Device(device), |ctx| {
         let gpu = ctx.full_gpu()?;
         *out(index)? = gpu.index as c_uint;
@@ -21,7 +24,10 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_
 /// # Safety
 /// `minor` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(device: nvmlDevice_t, minor: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(
+    device: nvmlDevice_t,
+    minor: *mut c_uint,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetMinorNumber", Target::Device(device), |ctx| {
         *out(minor)? = ctx.full_gpu()?.minor_number;
         Ok(())
@@ -33,7 +39,11 @@ pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(device: nvmlDevice_t, minor: *
 /// # Safety
 /// `name` must be valid for `length` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetName(
+    device: nvmlDevice_t,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetName", Target::Device(device), |ctx| {
         let gpu = ctx.gpu()?;
         let text = match ctx.mig_instance()? {
@@ -47,7 +57,11 @@ pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_ch
 /// # Safety
 /// `uuid` must be valid for `length` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetUUID(
+    device: nvmlDevice_t,
+    uuid: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetUUID", Target::Device(device), |ctx| {
         let text = match ctx.mig_instance()? {
             Some(m) => m.uuid.clone(),
@@ -60,7 +74,10 @@ pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_ch
 /// # Safety
 /// `pci` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
+    device: nvmlDevice_t,
+    pci: *mut nvmlPciInfo_t,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetPciInfo_v3", Target::Device(device), |ctx| {
         let gpu = ctx.full_gpu()?;
         let dst = out(pci)?;
@@ -78,7 +95,10 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut
 /// # Safety
 /// `mode` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeMode(device: nvmlDevice_t, mode: *mut nvmlComputeMode_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetComputeMode(
+    device: nvmlDevice_t,
+    mode: *mut nvmlComputeMode_t,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetComputeMode", Target::Device(device), |ctx| {
         *out(mode)? = ctx.full_gpu()?.compute_mode;
         Ok(())
@@ -92,10 +112,14 @@ pub unsafe extern "C" fn nvmlDeviceGetVirtualizationMode(
     device: nvmlDevice_t,
     mode: *mut nvmlGpuVirtualizationMode_t,
 ) -> nvmlReturn_t {
-    entry("nvmlDeviceGetVirtualizationMode", Target::Device(device), |ctx| {
-        *out(mode)? = ctx.full_gpu()?.virtualization;
-        Ok(())
-    })
+    entry(
+        "nvmlDeviceGetVirtualizationMode",
+        Target::Device(device),
+        |ctx| {
+            *out(mode)? = ctx.full_gpu()?.virtualization;
+            Ok(())
+        },
+    )
 }
 
 /// (total, reserved, used) in bytes for a GPU or a MIG instance.
@@ -105,7 +129,11 @@ fn memory(ctx: &Ctx) -> NvResult<(u64, u64, u64)> {
     Ok(match ctx.dev()?.mig {
         Some(i) => {
             let profile = gpu.mig.as_ref().ok_or(INVALID_ARGUMENT)?[i].profile;
-            (profile.memory_mib * MIB, 0, act.mig[i].memory_used_mib * MIB)
+            (
+                profile.memory_mib * MIB,
+                0,
+                act.mig[i].memory_used_mib * MIB,
+            )
         }
         None => (
             gpu.sku.memory_total_mib * MIB,
@@ -120,20 +148,27 @@ fn memory(ctx: &Ctx) -> NvResult<(u64, u64, u64)> {
 /// # Safety
 /// `memory` must be null or a writable nvmlMemory_v2_t.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, mem: *mut nvmlMemory_v2_t) -> nvmlReturn_t {
-    entry("nvmlDeviceGetMemoryInfo_v2", Target::Device(device), |ctx| {
-        let dst = out(mem)?;
-        let expected = (std::mem::size_of::<nvmlMemory_v2_t>() as u32) | (2 << 24);
-        if dst.version != expected {
-            return Err(VERSION_MISMATCH);
-        }
-        let (total, reserved, used) = memory(ctx)?;
-        dst.total = total;
-        dst.reserved = reserved;
-        dst.used = used;
-        dst.free = total - reserved - used;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
+    device: nvmlDevice_t,
+    mem: *mut nvmlMemory_v2_t,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetMemoryInfo_v2",
+        Target::Device(device),
+        |ctx| {
+            let dst = out(mem)?;
+            let expected = (std::mem::size_of::<nvmlMemory_v2_t>() as u32) | (2 << 24);
+            if dst.version != expected {
+                return Err(VERSION_MISMATCH);
+            }
+            let (total, reserved, used) = memory(ctx)?;
+            dst.total = total;
+            dst.reserved = reserved;
+            dst.used = used;
+            dst.free = total - reserved - used;
+            Ok(())
+        },
+    )
 }
 
 /// The v1 struct has no `reserved`: the driver counts it as used.
@@ -141,7 +176,10 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(device: nvmlDevice_t, mem: *
 /// # Safety
 /// `memory` must be null or a writable nvmlMemory_t.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, mem: *mut nvmlMemory_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    mem: *mut nvmlMemory_t,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetMemoryInfo", Target::Device(device), |ctx| {
         let dst = out(mem)?;
         let (total, reserved, used) = memory(ctx)?;

@@ -53,16 +53,27 @@ fn set_id(h: nvmlEventSet_t) -> NvResult<u64> {
 /// # Safety
 /// `types` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetSupportedEventTypes(device: nvmlDevice_t, types: *mut c_ulonglong) -> nvmlReturn_t {
-    entry("nvmlDeviceGetSupportedEventTypes", Target::Device(device), |ctx| {
-        ctx.full_gpu()?;
-        *out(types)? = SUPPORTED;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetSupportedEventTypes(
+    device: nvmlDevice_t,
+    types: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetSupportedEventTypes",
+        Target::Device(device),
+        |ctx| {
+            ctx.full_gpu()?;
+            *out(types)? = SUPPORTED;
+            Ok(())
+        },
+    )
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlDeviceRegisterEvents(device: nvmlDevice_t, types: c_ulonglong, set: nvmlEventSet_t) -> nvmlReturn_t {
+pub extern "C" fn nvmlDeviceRegisterEvents(
+    device: nvmlDevice_t,
+    types: c_ulonglong,
+    set: nvmlEventSet_t,
+) -> nvmlReturn_t {
     entry("nvmlDeviceRegisterEvents", Target::Device(device), |ctx| {
         let gpu = ctx.full_gpu()?.index;
         if types & !SUPPORTED != 0 {
@@ -127,7 +138,9 @@ fn poll(rt: &mut Runtime, id: u64, data: *mut nvmlEventData_t) -> NvResult<bool>
         reg.scanned_until = reg.scanned_until.max(now);
     }
     found.sort_by(|a, b| a.0.total_cmp(&b.0));
-    state.queue.extend(found.into_iter().map(|(_, g, x)| (g, x)));
+    state
+        .queue
+        .extend(found.into_iter().map(|(_, g, x)| (g, x)));
     let Some((gpu, xid)) = state.queue.pop_front() else {
         return Ok(false);
     };
@@ -149,7 +162,11 @@ fn poll(rt: &mut Runtime, id: u64, data: *mut nvmlEventData_t) -> NvResult<bool>
 /// # Safety
 /// `data` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlEventSetWait_v2(set: nvmlEventSet_t, data: *mut nvmlEventData_t, timeout_ms: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlEventSetWait_v2(
+    set: nvmlEventSet_t,
+    data: *mut nvmlEventData_t,
+    timeout_ms: c_uint,
+) -> nvmlReturn_t {
     let started = Instant::now();
     let deadline = started + Duration::from_millis(timeout_ms as u64);
     let mut delivered = false;

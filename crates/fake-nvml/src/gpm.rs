@@ -47,7 +47,10 @@ fn gpm_gpu<'a>(ctx: &'a Ctx) -> NvResult<&'a crate::world::GpuDef> {
 /// # Safety
 /// `support` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(device: nvmlDevice_t, support: *mut nvmlGpmSupport_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(
+    device: nvmlDevice_t,
+    support: *mut nvmlGpmSupport_t,
+) -> nvmlReturn_t {
     entry("nvmlGpmQueryDeviceSupport", Target::Device(device), |ctx| {
         let dst = out(support)?;
         if dst.version != NVML_GPM_SUPPORT_VERSION {
@@ -75,7 +78,11 @@ pub unsafe extern "C" fn nvmlGpmSampleAlloc(sample: *mut nvmlGpmSample_t) -> nvm
 pub extern "C" fn nvmlGpmSampleFree(sample: nvmlGpmSample_t) -> nvmlReturn_t {
     entry("nvmlGpmSampleFree", Target::None, |ctx| {
         let id = sample_id(sample)?;
-        ctx.rt.gpm_samples.remove(&id).map(|_| ()).ok_or(INVALID_ARGUMENT)
+        ctx.rt
+            .gpm_samples
+            .remove(&id)
+            .map(|_| ())
+            .ok_or(INVALID_ARGUMENT)
     })
 }
 
@@ -104,7 +111,11 @@ pub extern "C" fn nvmlGpmSampleGet(device: nvmlDevice_t, sample: nvmlGpmSample_t
 }
 
 #[no_mangle]
-pub extern "C" fn nvmlGpmMigSampleGet(device: nvmlDevice_t, gpu_instance_id: c_uint, sample: nvmlGpmSample_t) -> nvmlReturn_t {
+pub extern "C" fn nvmlGpmMigSampleGet(
+    device: nvmlDevice_t,
+    gpu_instance_id: c_uint,
+    sample: nvmlGpmSample_t,
+) -> nvmlReturn_t {
     entry("nvmlGpmMigSampleGet", Target::Device(device), |ctx| {
         let gpu = gpm_gpu(ctx)?;
         let instances = gpu.mig.as_ref().ok_or(INVALID_ARGUMENT)?;
@@ -123,7 +134,12 @@ pub extern "C" fn nvmlGpmMigSampleGet(device: nvmlDevice_t, gpu_instance_id: c_u
 
 /// How one metric id is answered.
 enum Metric {
-    Value(fn(&GpmValues) -> f64, &'static CStr, &'static CStr, &'static CStr),
+    Value(
+        fn(&GpmValues) -> f64,
+        &'static CStr,
+        &'static CStr,
+        &'static CStr,
+    ),
     PcieTx,
     PcieRx,
     /// Engines and links the scenarios do not model: reported idle.
@@ -135,15 +151,50 @@ enum Metric {
 fn metric(id: c_uint) -> Metric {
     use Metric::*;
     match id {
-        1 => Value(|g| g.graphics, c"gr_util", c"Graphics engine utilization", c"%"),
+        1 => Value(
+            |g| g.graphics,
+            c"gr_util",
+            c"Graphics engine utilization",
+            c"%",
+        ),
         2 => Value(|g| g.sm, c"sm_util", c"SM utilization", c"%"),
         3 => Value(|g| g.occupancy, c"sm_occupancy", c"SM occupancy", c"%"),
-        4 => Value(|g| g.integer, c"integer_util", c"Integer pipe utilization", c"%"),
-        5 => Value(|g| g.tensor, c"any_tensor_util", c"Any tensor pipe utilization", c"%"),
-        6 => Value(|g| g.dfma, c"dfma_tensor_util", c"DFMA tensor pipe utilization", c"%"),
-        7 => Value(|g| g.hmma, c"hmma_tensor_util", c"HMMA tensor pipe utilization", c"%"),
-        9 => Value(|g| g.imma, c"imma_tensor_util", c"IMMA tensor pipe utilization", c"%"),
-        10 => Value(|g| g.dram, c"dram_bw_util", c"DRAM bandwidth utilization", c"%"),
+        4 => Value(
+            |g| g.integer,
+            c"integer_util",
+            c"Integer pipe utilization",
+            c"%",
+        ),
+        5 => Value(
+            |g| g.tensor,
+            c"any_tensor_util",
+            c"Any tensor pipe utilization",
+            c"%",
+        ),
+        6 => Value(
+            |g| g.dfma,
+            c"dfma_tensor_util",
+            c"DFMA tensor pipe utilization",
+            c"%",
+        ),
+        7 => Value(
+            |g| g.hmma,
+            c"hmma_tensor_util",
+            c"HMMA tensor pipe utilization",
+            c"%",
+        ),
+        9 => Value(
+            |g| g.imma,
+            c"imma_tensor_util",
+            c"IMMA tensor pipe utilization",
+            c"%",
+        ),
+        10 => Value(
+            |g| g.dram,
+            c"dram_bw_util",
+            c"DRAM bandwidth utilization",
+            c"%",
+        ),
         11 => Value(|g| g.fp64, c"fp64_util", c"FP64 pipe utilization", c"%"),
         12 => Value(|g| g.fp32, c"fp32_util", c"FP32 pipe utilization", c"%"),
         13 => Value(|g| g.fp16, c"fp16_util", c"FP16 pipe utilization", c"%"),
@@ -174,7 +225,12 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(req: *mut nvmlGpmMetricsGet_t) -> nvm
         }
         let get = |h| -> NvResult<GpmSampleRec> {
             let id = sample_id(h)?;
-            ctx.rt.gpm_samples.get(&id).cloned().flatten().ok_or(INVALID_ARGUMENT)
+            ctx.rt
+                .gpm_samples
+                .get(&id)
+                .cloned()
+                .flatten()
+                .ok_or(INVALID_ARGUMENT)
         };
         let (s1, s2) = (get(req.sample1)?, get(req.sample2)?);
         if s1.gpu != s2.gpu || s1.instance != s2.instance {

@@ -35,5 +35,32 @@ pub use state::{EXPORTED, SCENARIO_ENV};
 /// Parses and validates a scenario file exactly as `nvmlInit_v2` does.
 pub fn validate_file(path: &std::path::Path) -> Result<world::World, String> {
     let s = scenario::Scenario::load(path)?;
-    world::World::from_scenario(&s).map_err(|e| format!("{}: invalid scenario: {e}", path.display()))
+    world::World::from_scenario(&s)
+        .map_err(|e| format!("{}: invalid scenario: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn scenario_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+    }
+
+    #[test]
+    fn shipped_scenarios_are_valid() {
+        let mut n = 0;
+        for entry in std::fs::read_dir(scenario_dir()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                validate_file(&path).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 8, "expected the shipped scenarios, found {n}");
+    }
+}
+
+#[cfg(test)]
+mod world_tests;

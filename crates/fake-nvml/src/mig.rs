@@ -20,7 +20,11 @@ fn parent<'a>(ctx: &'a Ctx) -> NvResult<&'a crate::world::GpuDef> {
 /// # Safety
 /// `current` and `pending` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMigMode(device: nvmlDevice_t, current: *mut c_uint, pending: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMigMode(
+    device: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetMigMode", Target::Device(device), |ctx| {
         let on = parent(ctx)?.mig.is_some() as c_uint;
         let (c, p) = (out(current)?, out(pending)?);
@@ -35,11 +39,18 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(device: nvmlDevice_t, current: *mu
 /// # Safety
 /// `count` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
-    entry("nvmlDeviceGetMaxMigDeviceCount", Target::Device(device), |ctx| {
-        *out(count)? = if parent(ctx)?.mig.is_some() { 7 } else { 0 };
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetMaxMigDeviceCount",
+        Target::Device(device),
+        |ctx| {
+            *out(count)? = if parent(ctx)?.mig.is_some() { 7 } else { 0 };
+            Ok(())
+        },
+    )
 }
 
 /// Existing MIG devices occupy indexes 0..n in GPU-instance-id order; the
@@ -53,32 +64,43 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     index: c_uint,
     mig_device: *mut nvmlDevice_t,
 ) -> nvmlReturn_t {
-    entry("nvmlDeviceGetMigDeviceHandleByIndex", Target::Device(device), |ctx| {
-        let gpu = parent(ctx)?;
-        let dst = out(mig_device)?;
-        if gpu.mig.is_none() {
-            return Err(NOT_SUPPORTED);
-        }
-        if index >= 7 {
-            return Err(INVALID_ARGUMENT);
-        }
-        let slot = *gpu.mig_order.get(index as usize).ok_or(NOT_FOUND)?;
-        *dst = device_handle(DevRef {
-            gpu: gpu.index,
-            mig: Some(slot),
-        });
-        Ok(())
-    })
+    entry(
+        "nvmlDeviceGetMigDeviceHandleByIndex",
+        Target::Device(device),
+        |ctx| {
+            let gpu = parent(ctx)?;
+            let dst = out(mig_device)?;
+            if gpu.mig.is_none() {
+                return Err(NOT_SUPPORTED);
+            }
+            if index >= 7 {
+                return Err(INVALID_ARGUMENT);
+            }
+            let slot = *gpu.mig_order.get(index as usize).ok_or(NOT_FOUND)?;
+            *dst = device_handle(DevRef {
+                gpu: gpu.index,
+                mig: Some(slot),
+            });
+            Ok(())
+        },
+    )
 }
 
 /// # Safety
 /// `is_mig` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mig: *mut c_uint) -> nvmlReturn_t {
-    entry("nvmlDeviceIsMigDeviceHandle", Target::Device(device), |ctx| {
-        *out(is_mig)? = ctx.dev()?.mig.is_some() as c_uint;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
+    device: nvmlDevice_t,
+    is_mig: *mut c_uint,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceIsMigDeviceHandle",
+        Target::Device(device),
+        |ctx| {
+            *out(is_mig)? = ctx.dev()?.mig.is_some() as c_uint;
+            Ok(())
+        },
+    )
 }
 
 /// # Safety
@@ -97,13 +119,21 @@ pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
             if d.mig.is_none() {
                 return Err(INVALID_ARGUMENT);
             }
-            *dst = device_handle(DevRef { gpu: d.gpu, mig: None });
+            *dst = device_handle(DevRef {
+                gpu: d.gpu,
+                mig: None,
+            });
             Ok(())
         },
     )
 }
 
-fn instance_field(name: &'static str, device: nvmlDevice_t, id: *mut c_uint, pick: fn(&crate::world::MigInstance) -> u32) -> nvmlReturn_t {
+fn instance_field(
+    name: &'static str,
+    device: nvmlDevice_t,
+    id: *mut c_uint,
+    pick: fn(&crate::world::MigInstance) -> u32,
+) -> nvmlReturn_t {
     entry(name, Target::Device(device), |ctx| {
         // A full GPU handle is not a MIG device: INVALID_ARGUMENT, like real NVML.
         let inst = ctx.mig_instance()?.ok_or(INVALID_ARGUMENT)?;
@@ -116,15 +146,25 @@ fn instance_field(name: &'static str, device: nvmlDevice_t, id: *mut c_uint, pic
 /// # Safety
 /// `id` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
-    instance_field("nvmlDeviceGetGpuInstanceId", device, id, |m| m.gpu_instance_id)
+pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceId(
+    device: nvmlDevice_t,
+    id: *mut c_uint,
+) -> nvmlReturn_t {
+    instance_field("nvmlDeviceGetGpuInstanceId", device, id, |m| {
+        m.gpu_instance_id
+    })
 }
 
 /// # Safety
 /// `id` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, id: *mut c_uint) -> nvmlReturn_t {
-    instance_field("nvmlDeviceGetComputeInstanceId", device, id, |m| m.compute_instance_id)
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
+    device: nvmlDevice_t,
+    id: *mut c_uint,
+) -> nvmlReturn_t {
+    instance_field("nvmlDeviceGetComputeInstanceId", device, id, |m| {
+        m.compute_instance_id
+    })
 }
 
 /// Documented as MIG-handle only; each instance has one compute instance
@@ -133,22 +173,29 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(device: nvmlDevice_t, id
 /// # Safety
 /// `attrs` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(device: nvmlDevice_t, attrs: *mut nvmlDeviceAttributes_t) -> nvmlReturn_t {
-    entry("nvmlDeviceGetAttributes_v2", Target::Device(device), |ctx| {
-        let inst = ctx.mig_instance()?.ok_or(NOT_SUPPORTED)?;
-        let dst = out(attrs)?;
-        let p = inst.profile;
-        dst.multiprocessorCount = p.sms;
-        dst.sharedCopyEngineCount = p.copy_engines;
-        dst.sharedDecoderCount = p.decoders;
-        dst.sharedEncoderCount = p.encoders;
-        dst.sharedJpegCount = p.jpegs;
-        dst.sharedOfaCount = p.ofas;
-        dst.gpuInstanceSliceCount = p.slices;
-        dst.computeInstanceSliceCount = p.slices;
-        dst.memorySizeMB = p.memory_mib;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetAttributes_v2(
+    device: nvmlDevice_t,
+    attrs: *mut nvmlDeviceAttributes_t,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetAttributes_v2",
+        Target::Device(device),
+        |ctx| {
+            let inst = ctx.mig_instance()?.ok_or(NOT_SUPPORTED)?;
+            let dst = out(attrs)?;
+            let p = inst.profile;
+            dst.multiprocessorCount = p.sms;
+            dst.sharedCopyEngineCount = p.copy_engines;
+            dst.sharedDecoderCount = p.decoders;
+            dst.sharedEncoderCount = p.encoders;
+            dst.sharedJpegCount = p.jpegs;
+            dst.sharedOfaCount = p.ofas;
+            dst.gpuInstanceSliceCount = p.slices;
+            dst.computeInstanceSliceCount = p.slices;
+            dst.memorySizeMB = p.memory_mib;
+            Ok(())
+        },
+    )
 }
 
 /// Profile lookup shared by both profile-info calls. The table is answered
@@ -169,24 +216,28 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfo(
     profile: c_uint,
     info: *mut nvmlGpuInstanceProfileInfo_t,
 ) -> nvmlReturn_t {
-    entry("nvmlDeviceGetGpuInstanceProfileInfo", Target::Device(device), |ctx| {
-        let p = profile_for(ctx, profile)?;
-        let dst = out(info)?;
-        *dst = nvmlGpuInstanceProfileInfo_t {
-            id: p.id,
-            isP2pSupported: 0,
-            sliceCount: p.slices,
-            instanceCount: p.instance_count,
-            multiprocessorCount: p.sms,
-            copyEngineCount: p.copy_engines,
-            decoderCount: p.decoders,
-            encoderCount: p.encoders,
-            jpegCount: p.jpegs,
-            ofaCount: p.ofas,
-            memorySizeMB: p.memory_mib,
-        };
-        Ok(())
-    })
+    entry(
+        "nvmlDeviceGetGpuInstanceProfileInfo",
+        Target::Device(device),
+        |ctx| {
+            let p = profile_for(ctx, profile)?;
+            let dst = out(info)?;
+            *dst = nvmlGpuInstanceProfileInfo_t {
+                id: p.id,
+                isP2pSupported: 0,
+                sliceCount: p.slices,
+                instanceCount: p.instance_count,
+                multiprocessorCount: p.sms,
+                copyEngineCount: p.copy_engines,
+                decoderCount: p.decoders,
+                encoderCount: p.encoders,
+                jpegCount: p.jpegs,
+                ofaCount: p.ofas,
+                memorySizeMB: p.memory_mib,
+            };
+            Ok(())
+        },
+    )
 }
 
 const fn struct_version(size: usize, version: u32) -> u32 {
@@ -204,42 +255,49 @@ pub unsafe extern "C" fn nvmlDeviceGetGpuInstanceProfileInfoV(
     profile: c_uint,
     info: *mut nvmlGpuInstanceProfileInfo_v2_t,
 ) -> nvmlReturn_t {
-    entry("nvmlDeviceGetGpuInstanceProfileInfoV", Target::Device(device), |ctx| {
-        let version = out(info)?.version;
-        let p = profile_for(ctx, profile)?;
-        let name = format!("MIG {}", p.name);
-        if version == struct_version(std::mem::size_of::<nvmlGpuInstanceProfileInfo_v2_t>(), 2) {
-            let dst = out(info)?;
-            dst.id = p.id;
-            dst.isP2pSupported = 0;
-            dst.sliceCount = p.slices;
-            dst.instanceCount = p.instance_count;
-            dst.multiprocessorCount = p.sms;
-            dst.copyEngineCount = p.copy_engines;
-            dst.decoderCount = p.decoders;
-            dst.encoderCount = p.encoders;
-            dst.jpegCount = p.jpegs;
-            dst.ofaCount = p.ofas;
-            dst.memorySizeMB = p.memory_mib;
-            fill_array(&mut dst.name, &name);
-            Ok(())
-        } else if version == struct_version(std::mem::size_of::<nvmlGpuInstanceProfileInfo_v3_t>(), 3) {
-            let dst = out(info as *mut nvmlGpuInstanceProfileInfo_v3_t)?;
-            dst.id = p.id;
-            dst.sliceCount = p.slices;
-            dst.instanceCount = p.instance_count;
-            dst.multiprocessorCount = p.sms;
-            dst.copyEngineCount = p.copy_engines;
-            dst.decoderCount = p.decoders;
-            dst.encoderCount = p.encoders;
-            dst.jpegCount = p.jpegs;
-            dst.ofaCount = p.ofas;
-            dst.memorySizeMB = p.memory_mib;
-            dst.capabilities = 0;
-            fill_array(&mut dst.name, &name);
-            Ok(())
-        } else {
-            Err(VERSION_MISMATCH)
-        }
-    })
+    entry(
+        "nvmlDeviceGetGpuInstanceProfileInfoV",
+        Target::Device(device),
+        |ctx| {
+            let version = out(info)?.version;
+            let p = profile_for(ctx, profile)?;
+            let name = format!("MIG {}", p.name);
+            if version == struct_version(std::mem::size_of::<nvmlGpuInstanceProfileInfo_v2_t>(), 2)
+            {
+                let dst = out(info)?;
+                dst.id = p.id;
+                dst.isP2pSupported = 0;
+                dst.sliceCount = p.slices;
+                dst.instanceCount = p.instance_count;
+                dst.multiprocessorCount = p.sms;
+                dst.copyEngineCount = p.copy_engines;
+                dst.decoderCount = p.decoders;
+                dst.encoderCount = p.encoders;
+                dst.jpegCount = p.jpegs;
+                dst.ofaCount = p.ofas;
+                dst.memorySizeMB = p.memory_mib;
+                fill_array(&mut dst.name, &name);
+                Ok(())
+            } else if version
+                == struct_version(std::mem::size_of::<nvmlGpuInstanceProfileInfo_v3_t>(), 3)
+            {
+                let dst = out(info as *mut nvmlGpuInstanceProfileInfo_v3_t)?;
+                dst.id = p.id;
+                dst.sliceCount = p.slices;
+                dst.instanceCount = p.instance_count;
+                dst.multiprocessorCount = p.sms;
+                dst.copyEngineCount = p.copy_engines;
+                dst.decoderCount = p.decoders;
+                dst.encoderCount = p.encoders;
+                dst.jpegCount = p.jpegs;
+                dst.ofaCount = p.ofas;
+                dst.memorySizeMB = p.memory_mib;
+                dst.capabilities = 0;
+                fill_array(&mut dst.name, &name);
+                Ok(())
+            } else {
+                Err(VERSION_MISMATCH)
+            }
+        },
+    )
 }

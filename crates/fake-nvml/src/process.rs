@@ -50,7 +50,13 @@ fn encode(entries: &[(u32, u64, u32, u32)], stride: usize) -> Vec<u8> {
     bytes
 }
 
-fn process_list(name: &'static str, list: List, device: nvmlDevice_t, count: *mut c_uint, infos: *mut nvmlProcessInfo_t) -> nvmlReturn_t {
+fn process_list(
+    name: &'static str,
+    list: List,
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
     entry(name, Target::Device(device), |ctx| {
         let d = ctx.dev()?;
         let gpu = ctx.gpu()?;
@@ -85,7 +91,9 @@ fn process_list(name: &'static str, list: List, device: nvmlDevice_t, count: *mu
             return Err(INVALID_ARGUMENT);
         }
         let bytes = encode(&entries, ctx.world.process_stride);
-        let limit = (*count as usize).saturating_mul(CALLER_STRIDE).min(bytes.len());
+        let limit = (*count as usize)
+            .saturating_mul(CALLER_STRIDE)
+            .min(bytes.len());
         // SAFETY: the caller said `infos` holds `*count` entries of 24 bytes.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), infos as *mut u8, limit) };
         *count = needed;
@@ -101,7 +109,13 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
-    process_list("nvmlDeviceGetComputeRunningProcesses_v3", List::Compute, device, count, infos)
+    process_list(
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        List::Compute,
+        device,
+        count,
+        infos,
+    )
 }
 
 /// # Safety
@@ -112,7 +126,13 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
-    process_list("nvmlDeviceGetGraphicsRunningProcesses_v3", List::Graphics, device, count, infos)
+    process_list(
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        List::Graphics,
+        device,
+        count,
+        infos,
+    )
 }
 
 /// # Safety
@@ -123,7 +143,13 @@ pub unsafe extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
-    process_list("nvmlDeviceGetMPSComputeRunningProcesses_v3", List::Mps, device, count, infos)
+    process_list(
+        "nvmlDeviceGetMPSComputeRunningProcesses_v3",
+        List::Mps,
+        device,
+        count,
+        infos,
+    )
 }
 
 static LAST_SAMPLE_US: AtomicU64 = AtomicU64::new(0);
@@ -136,7 +162,9 @@ fn sample_timestamp_us() -> u64 {
         .map(|d| d.as_micros() as u64)
         .unwrap_or(0);
     let prev = LAST_SAMPLE_US
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| Some(now.max(last + 1)))
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(now.max(last + 1))
+        })
         .unwrap_or(0);
     now.max(prev + 1)
 }
@@ -155,39 +183,43 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     count: *mut c_uint,
     last_seen: c_ulonglong,
 ) -> nvmlReturn_t {
-    entry("nvmlDeviceGetProcessUtilization", Target::Device(device), |ctx| {
-        if ctx.full_gpu()?.mig.is_some() {
-            return Err(NOT_SUPPORTED);
-        }
-        let count = out(count)?;
-        let ts = sample_timestamp_us();
-        let fresh: Vec<nvmlProcessUtilizationSample_t> = if ts > last_seen {
-            ctx.act()?
-                .processes
-                .iter()
-                .filter(|p| p.sm_util > 0 || p.mem_util > 0)
-                .map(|p| nvmlProcessUtilizationSample_t {
-                    pid: p.pid,
-                    timeStamp: ts,
-                    smUtil: p.sm_util,
-                    memUtil: p.mem_util,
-                    encUtil: 0,
-                    decUtil: 0,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        if fresh.is_empty() {
-            return Err(NOT_FOUND);
-        }
-        let needed = fresh.len() as c_uint;
-        if samples.is_null() || *count < needed {
+    entry(
+        "nvmlDeviceGetProcessUtilization",
+        Target::Device(device),
+        |ctx| {
+            if ctx.full_gpu()?.mig.is_some() {
+                return Err(NOT_SUPPORTED);
+            }
+            let count = out(count)?;
+            let ts = sample_timestamp_us();
+            let fresh: Vec<nvmlProcessUtilizationSample_t> = if ts > last_seen {
+                ctx.act()?
+                    .processes
+                    .iter()
+                    .filter(|p| p.sm_util > 0 || p.mem_util > 0)
+                    .map(|p| nvmlProcessUtilizationSample_t {
+                        pid: p.pid,
+                        timeStamp: ts,
+                        smUtil: p.sm_util,
+                        memUtil: p.mem_util,
+                        encUtil: 0,
+                        decUtil: 0,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if fresh.is_empty() {
+                return Err(NOT_FOUND);
+            }
+            let needed = fresh.len() as c_uint;
+            if samples.is_null() || *count < needed {
+                *count = needed;
+                return Err(INSUFFICIENT_SIZE);
+            }
+            std::ptr::copy_nonoverlapping(fresh.as_ptr(), samples, fresh.len());
             *count = needed;
-            return Err(INSUFFICIENT_SIZE);
-        }
-        std::ptr::copy_nonoverlapping(fresh.as_ptr(), samples, fresh.len());
-        *count = needed;
-        Ok(())
-    })
+            Ok(())
+        },
+    )
 }

@@ -134,8 +134,21 @@ pub struct PhaseSpec {
     pub name: Option<String>,
     #[serde(default)]
     pub gpus: Vec<GpuPhaseSpec>,
+    /// Everything running during the phase; a process absent here has exited.
+    #[serde(default)]
+    pub processes: Vec<ProcessSpec>,
+    /// XIDs raised when the phase starts.
+    #[serde(default)]
+    pub xids: Vec<XidSpec>,
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct XidSpec {
+    pub gpu: usize,
+    pub xid: u64,
 }
 
 /// What one GPU does during a phase. Omitted numbers are derived (see README).
@@ -164,11 +177,6 @@ pub struct GpuPhaseSpec {
     #[serde(default)]
     pub lost: bool,
     pub memory_used_mib: Option<u64>,
-    #[serde(default)]
-    pub processes: Vec<ProcessSpec>,
-    /// XIDs raised on this GPU when the phase starts.
-    #[serde(default)]
-    pub xids: Vec<u64>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -234,6 +242,7 @@ impl ClockReason {
 #[serde(deny_unknown_fields)]
 pub struct ProcessSpec {
     pub pid: u32,
+    pub gpu: usize,
     /// Ignored by the fake; the exporter's demo uses it to fake /proc/<pid>/comm.
     pub comm: Option<String>,
     /// Ignored by the fake; the exporter's demo may use it to fake /proc/<pid>/cgroup.
@@ -347,6 +356,10 @@ impl Scenario {
     pub fn parse(text: &str) -> Result<Scenario, String> {
         let mut value: serde_yaml::Value =
             serde_yaml::from_str(text).map_err(|e| format!("invalid YAML: {e}"))?;
+        if !has_merge_key(&value) {
+            // Straight from the text, errors carry a line and column.
+            return serde_yaml::from_str(text).map_err(|e| format!("invalid scenario: {e}"));
+        }
         value
             .apply_merge()
             .map_err(|e| format!("invalid YAML merge key: {e}"))?;
@@ -357,6 +370,17 @@ impl Scenario {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+fn has_merge_key(v: &serde_yaml::Value) -> bool {
+    match v {
+        serde_yaml::Value::Mapping(m) => m
+            .iter()
+            .any(|(k, v)| k.as_str() == Some("<<") || has_merge_key(v)),
+        serde_yaml::Value::Sequence(s) => s.iter().any(has_merge_key),
+        serde_yaml::Value::Tagged(t) => has_merge_key(&t.value),
+        _ => false,
     }
 }
 
@@ -374,18 +398,14 @@ impl Scenario {
     /// Every distinct (pid, gpu) across all phases, in first-seen order.
     pub fn processes(&self) -> Vec<ProcessMeta> {
         let mut out: Vec<ProcessMeta> = Vec::new();
-        for phase in &self.phases {
-            for gpu in &phase.gpus {
-                for p in &gpu.processes {
-                    if !out.iter().any(|m| m.pid == p.pid && m.gpu == gpu.gpu) {
-                        out.push(ProcessMeta {
-                            pid: p.pid,
-                            gpu: gpu.gpu,
-                            comm: p.comm.clone(),
-                            cgroup: p.cgroup.clone(),
-                        });
-                    }
-                }
+        for p in self.phases.iter().flat_map(|ph| &ph.processes) {
+            if !out.iter().any(|m| m.pid == p.pid && m.gpu == p.gpu) {
+                out.push(ProcessMeta {
+                    pid: p.pid,
+                    gpu: p.gpu,
+                    comm: p.comm.clone(),
+                    cgroup: p.cgroup.clone(),
+                });
             }
         }
         out

@@ -95,6 +95,9 @@ pub const EXPORTED: &[&str] = &[
 ];
 
 fn base_name(name: &str) -> &str {
+    if name == "nvmlInitWithFlags" {
+        return "nvmlInit";
+    }
     for suffix in ["_v2", "_v3"] {
         if let Some(b) = name.strip_suffix(suffix) {
             return b;
@@ -173,11 +176,8 @@ pub fn decode_device(world: &World, h: nvmlDevice_t) -> Option<DevRef> {
     let def = world.gpus.get(gpu)?;
     let mig = match slot {
         0 => None,
-        s => {
-            let instances = def.mig.as_ref()?;
-            (s <= instances.len()).then_some(s - 1)?;
-            Some(s - 1)
-        }
+        s if s <= def.mig.as_ref()?.len() => Some(s - 1),
+        _ => return None,
     };
     Some(DevRef { gpu, mig })
 }
@@ -241,7 +241,12 @@ fn realistic_latency(name: &str) -> Duration {
 }
 
 /// The first matching fault's error, and the summed delay of all matching ones.
-fn faults_for(world: &World, phase: usize, name: &str, gpu: Option<usize>) -> (Option<Ret>, Duration) {
+fn faults_for(
+    world: &World,
+    phase: usize,
+    name: &str,
+    gpu: Option<usize>,
+) -> (Option<Ret>, Duration) {
     let mut error = None;
     let mut delay = if world.realistic_latency {
         realistic_latency(name)
@@ -279,7 +284,12 @@ pub fn entry(name: &'static str, target: Target, body: impl FnOnce(&mut Ctx) -> 
             let g = lock();
             let rt = g.as_ref().ok_or(UNINITIALIZED)?;
             let gpu = resolve_target(&rt.world, target)?.map(|d| d.gpu);
-            faults_for(&rt.world, rt.world.timeline.phase_at(rt.now_ms()), name, gpu)
+            faults_for(
+                &rt.world,
+                rt.world.timeline.phase_at(rt.now_ms()),
+                name,
+                gpu,
+            )
         };
         if !delay.is_zero() {
             // Sleep unlocked: a slow call must not stall calls on other threads.
@@ -361,8 +371,12 @@ fn load_world() -> Result<World, String> {
     let path = std::env::var_os(SCENARIO_ENV)
         .ok_or_else(|| format!("{SCENARIO_ENV} is not set; point it at a scenario YAML file"))?;
     let scenario = Scenario::load(std::path::Path::new(&path))?;
-    World::from_scenario(&scenario)
-        .map_err(|e| format!("{}: invalid scenario: {e}", std::path::Path::new(&path).display()))
+    World::from_scenario(&scenario).map_err(|e| {
+        format!(
+            "{}: invalid scenario: {e}",
+            std::path::Path::new(&path).display()
+        )
+    })
 }
 
 pub fn shutdown() -> Ret {

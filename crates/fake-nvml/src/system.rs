@@ -65,7 +65,10 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
 /// # Safety
 /// `version` must be valid for `length` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     entry("nvmlSystemGetDriverVersion", Target::None, |ctx| {
         write_cstr(version, length, &ctx.world.driver_version)
     })
@@ -74,7 +77,10 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length
 /// # Safety
 /// `version` must be valid for `length` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
+    version: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
     entry("nvmlSystemGetNVMLVersion", Target::None, |ctx| {
         write_cstr(version, length, &ctx.world.nvml_version)
     })
@@ -106,18 +112,25 @@ pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> nvmlReturn
 /// # Safety
 /// `device` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) -> nvmlReturn_t {
-    entry("nvmlDeviceGetHandleByIndex_v2", Target::Index(index), |ctx| {
-        let dst = out(device)?;
-        if index as usize >= ctx.world.gpus.len() {
-            return Err(INVALID_ARGUMENT);
-        }
-        *dst = device_handle(DevRef {
-            gpu: index as usize,
-            mig: None,
-        });
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
+    index: c_uint,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetHandleByIndex_v2",
+        Target::Index(index),
+        |ctx| {
+            let dst = out(device)?;
+            if index as usize >= ctx.world.gpus.len() {
+                return Err(INVALID_ARGUMENT);
+            }
+            *dst = device_handle(DevRef {
+                gpu: index as usize,
+                mig: None,
+            });
+            Ok(())
+        },
+    )
 }
 
 /// Accepts GPU and MIG UUIDs, as drivers since R470 do.
@@ -125,13 +138,18 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *m
 /// # Safety
 /// `uuid` must be null or a NUL-terminated string; `device` null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut nvmlDevice_t) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetHandleByUUID", Target::None, |ctx| {
         if uuid.is_null() {
             return Err(INVALID_ARGUMENT);
         }
         let dst = out(device)?;
-        let wanted = CStr::from_ptr(uuid).to_str().map_err(|_| INVALID_ARGUMENT)?;
+        let wanted = CStr::from_ptr(uuid)
+            .to_str()
+            .map_err(|_| INVALID_ARGUMENT)?;
         let phase = ctx.world.phase(ctx.phase);
         for (gi, gpu) in ctx.world.gpus.iter().enumerate() {
             let found = if gpu.uuid == wanted {

@@ -11,17 +11,24 @@ use std::os::raw::{c_uint, c_ulonglong};
 /// # Safety
 /// `util` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, util: *mut nvmlUtilization_t) -> nvmlReturn_t {
-    entry("nvmlDeviceGetUtilizationRates", Target::Device(device), |ctx| {
-        if ctx.full_gpu()?.mig.is_some() {
-            return Err(NOT_SUPPORTED);
-        }
-        let dst = out(util)?;
-        let act = ctx.act()?;
-        dst.gpu = act.utilization;
-        dst.memory = act.memory_utilization;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: nvmlDevice_t,
+    util: *mut nvmlUtilization_t,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetUtilizationRates",
+        Target::Device(device),
+        |ctx| {
+            if ctx.full_gpu()?.mig.is_some() {
+                return Err(NOT_SUPPORTED);
+            }
+            let dst = out(util)?;
+            let act = ctx.act()?;
+            dst.gpu = act.utilization;
+            dst.memory = act.memory_utilization;
+            Ok(())
+        },
+    )
 }
 
 /// Milliwatts.
@@ -29,7 +36,10 @@ pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(device: nvmlDevice_t, uti
 /// # Safety
 /// `power` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(
+    device: nvmlDevice_t,
+    power: *mut c_uint,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetPowerUsage", Target::Device(device), |ctx| {
         ctx.full_gpu()?;
         *out(power)? = (ctx.act()?.power_w * 1000.0).round() as c_uint;
@@ -40,11 +50,18 @@ pub unsafe extern "C" fn nvmlDeviceGetPowerUsage(device: nvmlDevice_t, power: *m
 /// # Safety
 /// `limit` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, limit: *mut c_uint) -> nvmlReturn_t {
-    entry("nvmlDeviceGetEnforcedPowerLimit", Target::Device(device), |ctx| {
-        *out(limit)? = ctx.full_gpu()?.power_limit_mw;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
+    device: nvmlDevice_t,
+    limit: *mut c_uint,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetEnforcedPowerLimit",
+        Target::Device(device),
+        |ctx| {
+            *out(limit)? = ctx.full_gpu()?.power_limit_mw;
+            Ok(())
+        },
+    )
 }
 
 /// Millijoules since "driver load": the scenario's start value plus the
@@ -54,18 +71,25 @@ pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(device: nvmlDevice_t, l
 /// # Safety
 /// `energy` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(device: nvmlDevice_t, energy: *mut c_ulonglong) -> nvmlReturn_t {
-    entry("nvmlDeviceGetTotalEnergyConsumption", Target::Device(device), |ctx| {
-        let gpu = ctx.full_gpu()?;
-        let g = gpu.index;
-        let world = &ctx.world;
-        // W × ms = mJ.
-        let mj = world
-            .timeline
-            .integrate(0.0, ctx.t_ms, &|p| world.phase(p).gpus[g].power_w);
-        *out(energy)? = gpu.energy_start_mj + mj.max(0.0) as u64;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
+    device: nvmlDevice_t,
+    energy: *mut c_ulonglong,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetTotalEnergyConsumption",
+        Target::Device(device),
+        |ctx| {
+            let gpu = ctx.full_gpu()?;
+            let g = gpu.index;
+            let world = &ctx.world;
+            // W × ms = mJ.
+            let mj = world
+                .timeline
+                .integrate(0.0, ctx.t_ms, &|p| world.phase(p).gpus[g].power_w);
+            *out(energy)? = gpu.energy_start_mj + mj.max(0.0) as u64;
+            Ok(())
+        },
+    )
 }
 
 /// Only the GPU die sensor exists (NVML_TEMPERATURE_GPU).
@@ -93,12 +117,18 @@ pub unsafe extern "C" fn nvmlDeviceGetTemperature(
 /// # Safety
 /// `clock` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, kind: nvmlClockType_t, clock: *mut c_uint) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetClockInfo(
+    device: nvmlDevice_t,
+    kind: nvmlClockType_t,
+    clock: *mut c_uint,
+) -> nvmlReturn_t {
     entry("nvmlDeviceGetClockInfo", Target::Device(device), |ctx| {
         ctx.full_gpu()?;
         let act = ctx.act()?;
         let mhz = match kind {
-            nvmlClockType_enum_NVML_CLOCK_GRAPHICS | nvmlClockType_enum_NVML_CLOCK_SM => act.sm_clock_mhz,
+            nvmlClockType_enum_NVML_CLOCK_GRAPHICS | nvmlClockType_enum_NVML_CLOCK_SM => {
+                act.sm_clock_mhz
+            }
             nvmlClockType_enum_NVML_CLOCK_MEM => act.mem_clock_mhz,
             nvmlClockType_enum_NVML_CLOCK_VIDEO => act.video_clock_mhz,
             _ => return Err(INVALID_ARGUMENT),
@@ -108,7 +138,11 @@ pub unsafe extern "C" fn nvmlDeviceGetClockInfo(device: nvmlDevice_t, kind: nvml
     })
 }
 
-fn clock_reasons(name: &'static str, device: nvmlDevice_t, reasons: *mut c_ulonglong) -> nvmlReturn_t {
+fn clock_reasons(
+    name: &'static str,
+    device: nvmlDevice_t,
+    reasons: *mut c_ulonglong,
+) -> nvmlReturn_t {
     entry(name, Target::Device(device), |ctx| {
         ctx.full_gpu()?;
         // SAFETY: the caller passes null or a writable u64.
@@ -120,7 +154,10 @@ fn clock_reasons(name: &'static str, device: nvmlDevice_t, reasons: *mut c_ulong
 /// # Safety
 /// `reasons` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(device: nvmlDevice_t, reasons: *mut c_ulonglong) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(
+    device: nvmlDevice_t,
+    reasons: *mut c_ulonglong,
+) -> nvmlReturn_t {
     clock_reasons("nvmlDeviceGetCurrentClocksEventReasons", device, reasons)
 }
 
@@ -129,7 +166,10 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksEventReasons(device: nvmlDevi
 /// # Safety
 /// `reasons` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(device: nvmlDevice_t, reasons: *mut c_ulonglong) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
+    device: nvmlDevice_t,
+    reasons: *mut c_ulonglong,
+) -> nvmlReturn_t {
     clock_reasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, reasons)
 }
 
@@ -142,35 +182,46 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
     counter_type: nvmlEccCounterType_t,
     counts: *mut c_ulonglong,
 ) -> nvmlReturn_t {
-    entry("nvmlDeviceGetTotalEccErrors", Target::Device(device), |ctx| {
-        if !ctx.full_gpu()?.ecc_enabled {
-            return Err(NOT_SUPPORTED);
-        }
-        let act = ctx.act()?;
-        let counters = match counter_type {
-            nvmlEccCounterType_enum_NVML_VOLATILE_ECC => act.ecc_volatile,
-            nvmlEccCounterType_enum_NVML_AGGREGATE_ECC => act.ecc_aggregate,
-            _ => return Err(INVALID_ARGUMENT),
-        };
-        let value = match error_type {
-            nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_CORRECTED => counters[0],
-            nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_UNCORRECTED => counters[1],
-            _ => return Err(INVALID_ARGUMENT),
-        };
-        *out(counts)? = value;
-        Ok(())
-    })
+    entry(
+        "nvmlDeviceGetTotalEccErrors",
+        Target::Device(device),
+        |ctx| {
+            if !ctx.full_gpu()?.ecc_enabled {
+                return Err(NOT_SUPPORTED);
+            }
+            let act = ctx.act()?;
+            let counters = match counter_type {
+                nvmlEccCounterType_enum_NVML_VOLATILE_ECC => act.ecc_volatile,
+                nvmlEccCounterType_enum_NVML_AGGREGATE_ECC => act.ecc_aggregate,
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            let value = match error_type {
+                nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_CORRECTED => counters[0],
+                nvmlMemoryErrorType_enum_NVML_MEMORY_ERROR_TYPE_UNCORRECTED => counters[1],
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            *out(counts)? = value;
+            Ok(())
+        },
+    )
 }
 
 /// # Safety
 /// `value` must be null or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(device: nvmlDevice_t, value: *mut c_uint) -> nvmlReturn_t {
-    entry("nvmlDeviceGetPcieReplayCounter", Target::Device(device), |ctx| {
-        ctx.full_gpu()?;
-        *out(value)? = ctx.act()?.pcie_replays;
-        Ok(())
-    })
+pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(
+    device: nvmlDevice_t,
+    value: *mut c_uint,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetPcieReplayCounter",
+        Target::Device(device),
+        |ctx| {
+            ctx.full_gpu()?;
+            *out(value)? = ctx.act()?.pcie_replays;
+            Ok(())
+        },
+    )
 }
 
 /// KB/s over the last 20 ms (which is why the real call takes 20 ms; see
@@ -184,14 +235,18 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
     counter: nvmlPcieUtilCounter_t,
     value: *mut c_uint,
 ) -> nvmlReturn_t {
-    entry("nvmlDeviceGetPcieThroughput", Target::Device(device), |ctx| {
-        ctx.full_gpu()?;
-        let act = ctx.act()?;
-        *out(value)? = match counter {
-            nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_TX_BYTES => act.pcie_tx_kbps,
-            nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_RX_BYTES => act.pcie_rx_kbps,
-            _ => return Err(INVALID_ARGUMENT),
-        };
-        Ok(())
-    })
+    entry(
+        "nvmlDeviceGetPcieThroughput",
+        Target::Device(device),
+        |ctx| {
+            ctx.full_gpu()?;
+            let act = ctx.act()?;
+            *out(value)? = match counter {
+                nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_TX_BYTES => act.pcie_tx_kbps,
+                nvmlPcieUtilCounter_enum_NVML_PCIE_UTIL_RX_BYTES => act.pcie_rx_kbps,
+                _ => return Err(INVALID_ARGUMENT),
+            };
+            Ok(())
+        },
+    )
 }

@@ -82,7 +82,12 @@ impl Timeline {
             if *s >= t {
                 break;
             }
-            let end = self.starts.get(i + 1).copied().unwrap_or(f64::INFINITY).min(t);
+            let end = self
+                .starts
+                .get(i + 1)
+                .copied()
+                .unwrap_or(f64::INFINITY)
+                .min(t);
             sum += f(i) * (end - s);
         }
         sum
@@ -102,10 +107,11 @@ impl Timeline {
         self.cumulative(t1, f) - self.cumulative(t0, f)
     }
 
-    /// Time-weighted mean of f between t0 and t1; the value at t1 if they coincide.
+    /// Time-weighted mean of f between t0 and t1.
     pub fn average(&self, t0: f64, t1: f64, f: &dyn Fn(usize) -> f64) -> f64 {
         let (a, b) = if t0 <= t1 { (t0, t1) } else { (t1, t0) };
-        if b - a < 1e-9 {
+        // Within one phase the value is exact, free of integration rounding.
+        if b - a < 1e-9 || self.phase_start(a) == self.phase_start(b) {
             return f(self.phase_at(b));
         }
         self.integrate(a, b, f) / (b - a)
@@ -127,7 +133,9 @@ impl Timeline {
             }
             Some(r) => {
                 let last_cycle = (b / r).floor();
-                let first_cycle = (a.max(0.0) / r).floor().max(last_cycle - MAX_CYCLES_PER_SCAN);
+                let first_cycle = (a.max(0.0) / r)
+                    .floor()
+                    .max(last_cycle - MAX_CYCLES_PER_SCAN);
                 let mut c = first_cycle;
                 while c <= last_cycle {
                     for (i, s) in self.starts.iter().enumerate() {

@@ -3,7 +3,8 @@
 
 use crate::activity::{resolve_phase_gpu, GpuActivity};
 use crate::scenario::{
-    ComputeMode, FaultSpec, GpuSpec, InstanceRef, MigSpec, PhaseSpec, Scenario, Virtualization,
+    ComputeMode, FaultSpec, GpuPhaseSpec, GpuSpec, InstanceRef, MigSpec, PhaseSpec, ProcessSpec,
+    Scenario, Virtualization,
 };
 use crate::sku::{self, MigProfile, Sku};
 use crate::timeline::Timeline;
@@ -87,7 +88,9 @@ impl PciAddr {
         Some(PciAddr {
             domain: u32::from_str_radix(domain, 16).ok()?,
             bus: u32::from_str_radix(bus, 16).ok().filter(|b| *b <= 0xFF)?,
-            device: u32::from_str_radix(device, 16).ok().filter(|d| *d <= 0x1F)?,
+            device: u32::from_str_radix(device, 16)
+                .ok()
+                .filter(|d| *d <= 0x1F)?,
             function: u32::from_str_radix(function, 16).ok().filter(|f| *f <= 7)?,
         })
     }
@@ -138,12 +141,15 @@ impl World {
                     at_ms: 0,
                     name: None,
                     gpus: Vec::new(),
+                    processes: Vec::new(),
+                    xids: Vec::new(),
                     faults: Vec::new(),
                 },
                 &gpus,
             )?);
         }
-        let global_faults = resolve_faults(&s.faults, gpus.len()).map_err(|e| format!("faults: {e}"))?;
+        let global_faults =
+            resolve_faults(&s.faults, gpus.len()).map_err(|e| format!("faults: {e}"))?;
         Ok(World {
             driver_version: s.driver_version.clone(),
             nvml_version: s.nvml_version.clone(),
@@ -171,7 +177,7 @@ fn resolve_gpu(index: usize, spec: &GpuSpec) -> Result<GpuDef, String> {
         )
     })?;
     let uuid = match &spec.uuid {
-        Some(u) if u.starts_with("GPU-") && u.len() <= 80 => u.clone(),
+        Some(u) if u.starts_with("GPU-") && u.len() < 80 => u.clone(),
         Some(u) => return Err(format!("uuid {u:?} must start with \"GPU-\"")),
         None => format!("GPU-{}", uuid_from_seed(0x6770_0000 + index as u64)),
     };
@@ -192,7 +198,12 @@ fn resolve_gpu(index: usize, spec: &GpuSpec) -> Result<GpuDef, String> {
         Some(m) => {
             let instances = resolve_mig(index, sku, m)?;
             let mut order: Vec<usize> = (0..instances.len()).collect();
-            order.sort_by_key(|&i| (instances[i].gpu_instance_id, instances[i].compute_instance_id));
+            order.sort_by_key(|&i| {
+                (
+                    instances[i].gpu_instance_id,
+                    instances[i].compute_instance_id,
+                )
+            });
             (Some(instances), order)
         }
         None => (None, Vec::new()),
@@ -245,7 +256,10 @@ fn resolve_mig(gpu: usize, sku: &'static Sku, spec: &MigSpec) -> Result<Vec<MigI
                 names.join(", ")
             )
         })?;
-        let same = out.iter().filter(|o| std::ptr::eq(o.profile, profile)).count() as u32;
+        let same = out
+            .iter()
+            .filter(|o| std::ptr::eq(o.profile, profile))
+            .count() as u32;
         if same >= profile.instance_count {
             return Err(format!(
                 "{ctx}: at most {} instance(s) of {} fit on a GPU",
@@ -281,7 +295,7 @@ fn resolve_mig(gpu: usize, sku: &'static Sku, spec: &MigSpec) -> Result<Vec<MigI
             used[s as usize] = true;
         }
         let uuid = match &inst.uuid {
-            Some(u) if u.starts_with("MIG-") && u.len() <= 80 => u.clone(),
+            Some(u) if u.starts_with("MIG-") && u.len() < 80 => u.clone(),
             Some(u) => return Err(format!("{ctx}: uuid {u:?} must start with \"MIG-\"")),
             None => format!(
                 "MIG-{}",
@@ -347,41 +361,58 @@ pub fn find_instance(gpu: &GpuDef, r: &InstanceRef) -> Result<usize, String> {
 }
 
 fn resolve_phase(spec: &PhaseSpec, gpus: &[GpuDef]) -> Result<Phase, String> {
+    let missing = |what: String, g: usize| {
+        format!(
+            "{what}: GPU {g} does not exist (the scenario has {})",
+            gpus.len()
+        )
+    };
     let mut listed = vec![None; gpus.len()];
     for (i, g) in spec.gpus.iter().enumerate() {
         if g.gpu >= gpus.len() {
-            return Err(format!(
-                "gpus[{i}]: GPU {} does not exist (the scenario has {})",
-                g.gpu,
-                gpus.len()
-            ));
+            return Err(missing(format!("gpus[{i}]"), g.gpu));
         }
         if listed[g.gpu].is_some() {
             return Err(format!("GPU {} is listed twice", g.gpu));
         }
         listed[g.gpu] = Some(g);
     }
+    let mut procs: Vec<Vec<&ProcessSpec>> = vec![Vec::new(); gpus.len()];
     let mut pids = HashSet::new();
+    for p in &spec.processes {
+        if p.gpu >= gpus.len() {
+            return Err(missing(format!("process {}", p.pid), p.gpu));
+        }
+        // One pid may hold contexts on several GPUs, but not twice on one.
+        if !pids.insert((p.gpu, p.pid)) {
+            return Err(format!("pid {} is listed twice on GPU {}", p.pid, p.gpu));
+        }
+        procs[p.gpu].push(p);
+    }
+    let mut xids: Vec<Vec<u64>> = vec![Vec::new(); gpus.len()];
+    for x in &spec.xids {
+        if x.gpu >= gpus.len() {
+            return Err(missing(format!("xid {}", x.xid), x.gpu));
+        }
+        xids[x.gpu].push(x.xid);
+    }
     let mut activity = Vec::with_capacity(gpus.len());
     for (gi, gpu) in gpus.iter().enumerate() {
-        let default_spec;
+        let idle;
         let g = match listed[gi] {
             Some(g) => g,
             None => {
-                default_spec = crate::scenario::GpuPhaseSpec {
+                idle = GpuPhaseSpec {
                     gpu: gi,
                     ..Default::default()
                 };
-                &default_spec
+                &idle
             }
         };
-        for p in &g.processes {
-            // One pid may hold contexts on several GPUs, but not twice on one.
-            if !pids.insert((gi, p.pid)) {
-                return Err(format!("GPU {gi}: pid {} is listed twice", p.pid));
-            }
-        }
-        activity.push(resolve_phase_gpu(gpu, g).map_err(|e| format!("GPU {gi}: {e}"))?);
+        let mut act =
+            resolve_phase_gpu(gpu, g, &procs[gi]).map_err(|e| format!("GPU {gi}: {e}"))?;
+        act.xids = std::mem::take(&mut xids[gi]);
+        activity.push(act);
     }
     Ok(Phase {
         gpus: activity,
@@ -395,7 +426,10 @@ fn resolve_faults(specs: &[FaultSpec], gpu_count: usize) -> Result<Vec<Fault>, S
         .enumerate()
         .map(|(i, f)| {
             if f.call != "*" && !crate::state::is_known_call(&f.call) {
-                return Err(format!("[{i}]: {:?} is not an NVML call this fake exports", f.call));
+                return Err(format!(
+                    "[{i}]: {:?} is not an NVML call this fake exports",
+                    f.call
+                ));
             }
             if let Some(g) = f.gpu {
                 if g >= gpu_count {

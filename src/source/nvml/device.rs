@@ -39,6 +39,7 @@ pub fn identity(ledger: &mut CallLedger, key: &str, index: u32, d: &Device<'stat
             .ok()
             .map(|p| p.bus_id)
             .unwrap_or_default(),
+        minor_number: ledger.call(key, "minor_number", || d.minor_number()).ok(),
         vgpu_guest: matches!(
             ledger.call(key, "virtualization_mode", || d.virtualization_mode()),
             Outcome::Value(GpuVirtualizationMode::Vgpu)
@@ -127,6 +128,10 @@ pub fn sample_gpu(
         }) {
             gpu.energy_joules = Some(mj as f64 / 1000.0);
         }
+        // ~120 µs on the H100, for a counter that rarely moves.
+        if let Outcome::Value(n) = ledger.call(key, "pcie_replay_counter", || d.pcie_replay_counter()) {
+            gpu.pcie_replays = Some(u64::from(n));
+        }
     }
     s.mig_enabled = gpu.mig_enabled;
     s.energy_joules = gpu.energy_joules;
@@ -183,10 +188,7 @@ pub fn sample_gpu(
             d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
         })
         .ok();
-    s.pcie_replays = ledger
-        .call(key, "pcie_replay_counter", || d.pcie_replay_counter())
-        .ok()
-        .map(u64::from);
+    s.pcie_replays = gpu.pcie_replays;
 
     if gpu.gpm.is_none() {
         let supported = matches!(ledger.call(key, "gpm_support", || d.gpm_support()), Outcome::Value(true));
@@ -204,7 +206,7 @@ pub fn sample_gpu(
 
 /// `nvmlDeviceGetCurrentClocksEventReasons` is not wrapped by nvml-wrapper 0.13; its older name
 /// (`...ThrottleReasons`) is deprecated, so call the new symbol through the loaded library.
-fn clock_event_reasons(nvml: &Nvml, d: &Device<'static>) -> Result<u64, NvmlError> {
+pub fn clock_event_reasons(nvml: &Nvml, d: &Device<'static>) -> Result<u64, NvmlError> {
     let sym = nvml
         .lib()
         .nvmlDeviceGetCurrentClocksEventReasons

@@ -46,7 +46,9 @@ impl Drop for XidWatcher {
 
 /// Registers every GPU that supports XID events. A failed registration frees the whole set
 /// (nvml-wrapper releases it), so the set is rebuilt without that GPU.
-fn register(nvml: &'static Nvml) -> Option<nvml_wrapper::EventSet<'static>> {
+/// Returns the set and each registered device's UUID by raw handle: a GPU that just fell off
+/// the bus (XID 79) no longer answers for its UUID, so it is learned up front.
+fn register(nvml: &'static Nvml) -> Option<(nvml_wrapper::EventSet<'static>, HashMap<usize, String>)> {
     let count = nvml.device_count().unwrap_or(0);
     let mut candidates: Vec<u32> = (0..count)
         .filter(|&i| {
@@ -63,11 +65,14 @@ fn register(nvml: &'static Nvml) -> Option<nvml_wrapper::EventSet<'static>> {
                 return None;
             }
         };
+        let mut uuids = HashMap::new();
         for (pos, &index) in candidates.iter().enumerate() {
-            let registered = nvml
-                .device_by_index(index)
-                .map_err(Into::into)
-                .and_then(|d| d.register_events(EventTypes::CRITICAL_XID_ERROR, set));
+            let registered = nvml.device_by_index(index).map_err(Into::into).and_then(|d| {
+                let uuid = d.uuid().unwrap_or_else(|_| format!("index:{index}"));
+                // SAFETY: reading the raw handle value, used only as a map key.
+                uuids.insert(unsafe { d.handle() } as usize, uuid);
+                d.register_events(EventTypes::CRITICAL_XID_ERROR, set)
+            });
             match registered {
                 Ok(s) => set = s,
                 Err(e) => {
@@ -77,13 +82,13 @@ fn register(nvml: &'static Nvml) -> Option<nvml_wrapper::EventSet<'static>> {
                 }
             }
         }
-        return Some(set);
+        return Some((set, uuids));
     }
     None
 }
 
 fn watch(nvml: &'static Nvml, counters: Counters, stop: Arc<AtomicBool>) {
-    let Some(set) = register(nvml) else {
+    let Some((set, uuids)) = register(nvml) else {
         return;
     };
     while !stop.load(Ordering::Relaxed) {
@@ -92,7 +97,11 @@ fn watch(nvml: &'static Nvml, counters: Counters, stop: Arc<AtomicBool>) {
                 let Some(XidError::Value(xid)) = event.event_data else {
                     continue;
                 };
-                let Ok(uuid) = event.device.uuid() else { continue };
+                // SAFETY: reading the raw handle value, used only as a map key.
+                let handle = unsafe { event.device.handle() } as usize;
+                let Some(uuid) = uuids.get(&handle).cloned() else {
+                    continue;
+                };
                 let xid = u32::try_from(xid).unwrap_or(u32::MAX);
                 tracing::warn!(%uuid, xid, "XID error");
                 if let Ok(mut c) = counters.lock() {

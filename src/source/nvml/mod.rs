@@ -19,6 +19,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
 use crate::model::{GpuSample, NvmlSample};
+pub use device::clock_event_reasons;
 pub use events::XidWatcher;
 use ledger::CallLedger;
 
@@ -58,7 +59,8 @@ pub fn open(library: Option<&Path>) -> Result<&'static Nvml, NvmlOpenError> {
 #[derive(Debug, Clone)]
 pub struct NvmlOptions {
     pub procfs: PathBuf,
-    /// Cadence of the slow calls: energy (~4 ms on an H100) and MIG mode (~150 µs).
+    /// Cadence of the slow calls: energy (~3-4 ms on an H100), PCIe replays (~120 µs) and MIG
+    /// mode (~110-150 µs).
     pub slow_interval: Duration,
     pub collect_processes: bool,
     pub collect_mig: bool,
@@ -72,6 +74,7 @@ struct GpuState {
     key: String,
     mig_enabled: Option<bool>,
     energy_joules: Option<f64>,
+    pcie_replays: Option<u64>,
     mig_slices_total: Option<u32>,
     gpm: Option<device::GpmState>,
     process_util_last_seen: u64,
@@ -138,6 +141,7 @@ impl NvmlSource {
                 key,
                 mig_enabled: None,
                 energy_joules: None,
+                pcie_replays: None,
                 mig_slices_total: None,
                 gpm: None,
                 process_util_last_seen: 0,

@@ -14,7 +14,9 @@ use super::GpuState;
 use crate::model::{MigSample, ProcessKind, ProcessSample};
 use crate::source::procfs;
 
-const MPS_SERVER_COMM: &str = "nvidia-cuda-mps-server";
+/// The kernel cuts `comm` at 15 bytes, so `nvidia-cuda-mps-server` reads as this (seen on the
+/// H100). The control daemon shares the prefix but never holds a GPU context.
+const MPS_SERVER_COMM_PREFIX: &str = "nvidia-cuda-mps";
 
 /// Process names by pid, pruned to the pids NVML still lists so a reused pid is read afresh.
 #[derive(Default)]
@@ -115,8 +117,14 @@ pub fn sample_processes(
         .into_values()
         .map(|mut p| {
             p.name = names.name(procfs_root, p.pid);
-            if p.name == MPS_SERVER_COMM {
+            if p.name.starts_with(MPS_SERVER_COMM_PREFIX) && p.kind != Some(ProcessKind::MpsClient) {
                 p.kind = Some(ProcessKind::MpsServer);
+            }
+            if p.kind == Some(ProcessKind::MpsClient) {
+                // Under MPS, NVML books the clients' kernels to the server process (measured on
+                // an H100: clients 0 %, server 86 %): a client's share is unknown, not zero.
+                p.sm_utilization = None;
+                p.memory_utilization = None;
             }
             p
         })

@@ -3,12 +3,20 @@
 //! written to a temp directory, and — once attribution lands — a fake kubelet and API server.
 //! Nothing here is used unless `--demo` is given: tessera never serves fake data silently.
 
+pub mod cluster;
+pub mod plan;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::fakes::apiserver::{FakeApiServer, FakeCluster};
+use crate::fakes::kubelet::FakeKubelet;
+use crate::model::GpuSample;
+
 /// The demo scenario ships inside the binary so `--demo` works from any directory.
-pub const SCENARIO: &str = include_str!("../crates/fake-nvml/scenarios/demo.yaml");
+pub const SCENARIO: &str = include_str!("../../crates/fake-nvml/scenarios/demo.yaml");
 /// Environment variable the fake NVML library reads its scenario path from.
 pub const SCENARIO_ENV: &str = "TESSERA_FAKE_NVML_SCENARIO";
 const FAKE_LIBRARY: &str = "libfake_nvml.so";
@@ -72,7 +80,9 @@ pub fn write_procfs(scenario: &str, root: &Path) -> Result<(), DemoError> {
         let dir = root.join(p.pid.to_string());
         std::fs::create_dir_all(&dir)?;
         let comm = p.comm.as_deref().unwrap_or("python3");
-        std::fs::write(dir.join("comm"), format!("{comm}\n"))?;
+        // As the kernel does: comm holds at most 15 bytes.
+        let cut = comm.char_indices().map(|(i, c)| i + c.len_utf8()).take_while(|&e| e <= 15).last().unwrap_or(0);
+        std::fs::write(dir.join("comm"), format!("{}\n", &comm[..cut]))?;
     }
     Ok(())
 }
@@ -93,4 +103,35 @@ pub fn prepare(library: Option<&Path>) -> Result<DemoNode, DemoError> {
         scenario,
         procfs,
     })
+}
+
+/// The demo's kubelet (a gRPC server on a socket in the demo's temp dir) and API server
+/// (loopback HTTP), serving the pods of [`plan::demo_pods`].
+pub struct DemoServices {
+    pub kubelet: FakeKubelet,
+    pub api: FakeApiServer,
+    pub socket: PathBuf,
+}
+
+pub async fn start_services(node: &DemoNode, node_name: &str, gpus: &[GpuSample]) -> Result<DemoServices, DemoError> {
+    let (pods, allocatable) = plan::demo_pods(gpus);
+    cluster::write_cgroups(&pods, &node.procfs)?;
+    let socket = node.dir.path().join("kubelet.sock");
+    let kubelet = FakeKubelet::start(&socket, cluster::kubelet_state(&pods, allocatable)).await?;
+    let labels = BTreeMap::from(
+        [
+            ("nvidia.com/gpu.present", "true"),
+            ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),
+            ("nvidia.com/mig.strategy", "mixed"),
+            ("nvidia.com/mig.capable", "true"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned())),
+    );
+    let api = FakeApiServer::start(FakeCluster {
+        pods: pods.iter().map(|p| p.to_pod(node_name)).collect(),
+        nodes: vec![cluster::node(node_name, labels)],
+        ..Default::default()
+    })
+    .await?;
+    Ok(DemoServices { kubelet, api, socket })
 }

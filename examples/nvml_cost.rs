@@ -1,0 +1,137 @@
+//! The NVML floor versus tessera's sample cycle, on a real GPU.
+//!
+//! Times every NVML call tessera makes per cycle, back to back from this minimal program
+//! (median of N), sums them (the slow calls weighted by how often tessera makes them), then
+//! times `NvmlSource::sample()` itself. Prints one markdown table.
+//!
+//! Run on the GPU machine: `nvml_cost [iterations] [--library PATH]`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
+use nvml_wrapper::enums::gpm::GpmMetricId;
+use tessera::source::nvml::{open, NvmlOptions, NvmlSource};
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn time<T>(n: usize, mut f: impl FnMut() -> T) -> Duration {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        std::hint::black_box(f());
+        samples.push(t.elapsed());
+    }
+    median(samples)
+}
+
+fn cpu_time() -> Duration {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let mut n = 200usize;
+    let mut library = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--library" => library = args.next().map(PathBuf::from),
+            other => n = other.parse()?,
+        }
+    }
+    let nvml = open(library.as_deref())?;
+    let slow_every = 10.0; // tessera's default: --nvml.slow-interval=10s at --sample.interval=1s
+    let mut rows: Vec<(String, Duration, f64)> = Vec::new();
+    for index in 0..nvml.device_count()? {
+        let d = nvml.device_by_index(index)?;
+        let mut add = |name: &str, t: Duration, weight: f64| rows.push((format!("gpu{index} {name}"), t, weight));
+        add("device_count", time(n, || nvml.device_count()), 1.0);
+        add("compute_mode", time(n, || d.compute_mode()), 1.0);
+        add("memory_info", time(n, || d.memory_info()), 1.0);
+        add("utilization_rates", time(n, || d.utilization_rates()), 1.0);
+        add("power_usage", time(n, || d.power_usage()), 1.0);
+        add("enforced_power_limit", time(n, || d.enforced_power_limit()), 1.0);
+        add("temperature", time(n, || d.temperature(TemperatureSensor::Gpu)), 1.0);
+        add("clock_info sm", time(n, || d.clock_info(Clock::SM)), 1.0);
+        add("clock_info memory", time(n, || d.clock_info(Clock::Memory)), 1.0);
+        add("clock event reasons", time(n, || tessera::source::nvml::clock_event_reasons(nvml, &d)), 1.0);
+        add("ecc corrected", time(n, || d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)), 1.0);
+        add("ecc uncorrected", time(n, || d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)), 1.0);
+        add("pcie_replay_counter", time(n, || d.pcie_replay_counter()), 1.0);
+        add("compute processes", time(n, || d.running_compute_processes()), 1.0);
+        add("graphics processes", time(n, || d.running_graphics_processes()), 1.0);
+        add("mps processes", time(n, || d.mps_running_compute_processes()), 1.0);
+        add("process utilization", time(n, || d.process_utilization_stats(0)), 1.0);
+        if d.gpm_support().unwrap_or(false) {
+            let mut prev = d.gpm_sample()?;
+            add(
+                "gpm sample + metrics",
+                time(n, || {
+                    let cur = d.gpm_sample().ok()?;
+                    let r = nvml_wrapper::gpm::gpm_metrics_get(
+                        nvml,
+                        &prev,
+                        &cur,
+                        &[GpmMetricId::SmUtil, GpmMetricId::SmOccupancy, GpmMetricId::AnyTensorUtil, GpmMetricId::DramBwUtil],
+                    );
+                    prev = cur;
+                    Some(r.is_ok())
+                }),
+                1.0,
+            );
+        }
+        add("total_energy (slow cadence)", time(n.min(50), || d.total_energy_consumption()), 1.0 / slow_every);
+        add("mig_mode (slow cadence)", time(n.min(50), || d.mig_mode()), 1.0 / slow_every);
+    }
+    let floor: f64 = rows.iter().map(|(_, t, w)| t.as_secs_f64() * w).sum();
+
+    let mut source = NvmlSource::new(
+        nvml,
+        NvmlOptions {
+            procfs: PathBuf::from("/proc"),
+            slow_interval: Duration::from_secs(10),
+            collect_processes: true,
+            collect_mig: true,
+        },
+    );
+    // Warm-up: discovery, capability learning, first GPM sample.
+    for _ in 0..3 {
+        source.sample();
+    }
+    let cycles = n.min(100);
+    let mut walls = Vec::with_capacity(cycles);
+    let cpu0 = cpu_time();
+    for i in 0..cycles {
+        let t = Instant::now();
+        let s = source.sample();
+        walls.push(t.elapsed());
+        if i == 0 {
+            eprintln!("sample: {} GPUs, {} processes, success={}", s.gpus.len(), s.gpus.iter().map(|g| g.processes.len()).sum::<usize>(), s.success);
+        }
+        // tessera samples once a second; a short pause keeps the GPM window realistic.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cpu_per_cycle = (cpu_time() - cpu0).as_secs_f64() / cycles as f64;
+    let cycle = median(walls).as_secs_f64();
+
+    println!("| NVML call (median of {n}) | µs | weight per cycle |\n|---|---|---|");
+    for (name, t, w) in &rows {
+        println!("| {name} | {:.1} | {w:.2} |", t.as_secs_f64() * 1e6);
+    }
+    println!("\n| figure | µs |\n|---|---|");
+    println!("| NVML floor (weighted sum of the calls above) | {:.1} |", floor * 1e6);
+    println!("| tessera sample cycle, wall (median of {cycles}) | {:.1} |", cycle * 1e6);
+    println!("| tessera sample cycle, CPU (mean, user+sys) | {:.1} |", cpu_per_cycle * 1e6);
+    println!("| cycle / floor | {:.2}x |", cycle / floor);
+    Ok(())
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond the Rust toolchain, when it is missing:
+# Debian's prometheus (prometheus + promtool) and kubernetes-validate from PyPI.
+set -euo pipefail
+sudo_cmd=""
+[ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q prometheus
+fi
+# Debian's prometheus package starts a system service; the tests run their own.
+$sudo_cmd systemctl stop prometheus 2>/dev/null || true
+if ! python3 -c 'import kubernetes_validate' 2>/dev/null; then
+  python3 -m pip install -q 'kubernetes-validate==1.31.0'
+fi
+if ! command -v kubectl >/dev/null; then
+  echo "kubectl (with kustomize) is required for the manifest tests" >&2
+  exit 1
+fi

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit and end-to-end tests, and the rules, dashboards
+# and manifests against a real Prometheus.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-test-deps.sh
+echo "== cargo fmt"; cargo fmt --all -- --check
+echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"; cargo test --workspace 2>&1 | tee /tmp/tessera-cargo-test.log
+echo "== release build for the Prometheus tests"; cargo build --release -p tessera
+echo "== rules, dashboards and manifests against a real Prometheus"
+TESSERA_BIN=target/release/tessera scripts/test-prometheus.sh

@@ -1,0 +1,177 @@
+//! A small description of pods on a node, turned into what the real sources read: a kubelet
+//! pod-resources answer, Pod objects for the API server, and cgroup files in a procfs tree.
+//! The demo node and the end-to-end tests both build their clusters with it.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Node, Pod, PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+use crate::fakes::kubelet::{FakeContainer, FakeKubeletState, FakePod};
+
+#[derive(Debug, Clone, Default)]
+pub struct ContainerPlan {
+    pub name: String,
+    /// (resource name, device IDs) the kubelet allocated.
+    pub devices: Vec<(String, Vec<String>)>,
+    /// Host PIDs of the container's processes.
+    pub pids: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct PodPlan {
+    pub namespace: String,
+    pub name: String,
+    /// Controller owner, e.g. ("ReplicaSet", "web-7d9f8c6b5"); none for a bare pod.
+    pub owner: Option<(String, String)>,
+    pub labels: BTreeMap<String, String>,
+    pub containers: Vec<ContainerPlan>,
+}
+
+fn hash64(parts: &[&str]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    parts.hash(&mut h);
+    h.finish()
+}
+
+impl PodPlan {
+    /// A stable pod UID derived from namespace and name.
+    pub fn uid(&self) -> String {
+        let a = hash64(&[&self.namespace, &self.name, "uid-a"]);
+        let b = hash64(&[&self.namespace, &self.name, "uid-b"]);
+        let hex = format!("{a:016x}{b:016x}");
+        format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    }
+
+    /// A stable 64-hex container ID.
+    pub fn container_id(&self, container: &str) -> String {
+        (0..4)
+            .map(|i| format!("{:016x}", hash64(&[&self.namespace, &self.name, container, &i.to_string()])))
+            .collect()
+    }
+
+    /// The cgroup v2 path the systemd driver and containerd give the container.
+    pub fn cgroup_path(&self, container: &str) -> String {
+        format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{}.slice/cri-containerd-{}.scope",
+            self.uid().replace('-', "_"),
+            self.container_id(container)
+        )
+    }
+
+    pub fn to_pod(&self, node: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                uid: Some(self.uid()),
+                labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
+                owner_references: self.owner.as_ref().map(|(kind, name)| {
+                    vec![OwnerReference {
+                        api_version: "apps/v1".into(),
+                        kind: kind.clone(),
+                        name: name.clone(),
+                        uid: format!("owner-{name}"),
+                        controller: Some(true),
+                        ..Default::default()
+                    }]
+                }),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some(node.to_owned()),
+                containers: self
+                    .containers
+                    .iter()
+                    .map(|c| Container { name: c.name.clone(), ..Default::default() })
+                    .collect(),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                container_statuses: Some(
+                    self.containers
+                        .iter()
+                        .map(|c| ContainerStatus {
+                            name: c.name.clone(),
+                            container_id: Some(format!("containerd://{}", self.container_id(&c.name))),
+                            ready: true,
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+        }
+    }
+
+    pub fn to_fake(&self) -> FakePod {
+        FakePod {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            containers: self
+                .containers
+                .iter()
+                .map(|c| FakeContainer {
+                    name: c.name.clone(),
+                    devices: c.devices.clone(),
+                    dynamic: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+}
+
+pub fn kubelet_state(pods: &[PodPlan], allocatable: Vec<(String, String)>) -> FakeKubeletState {
+    FakeKubeletState {
+        pods: pods.iter().map(PodPlan::to_fake).collect(),
+        allocatable,
+        ..Default::default()
+    }
+}
+
+pub fn node(name: &str, labels: BTreeMap<String, String>) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Writes `/proc/<pid>/cgroup` for every planned process.
+pub fn write_cgroups(pods: &[PodPlan], procfs: &Path) -> std::io::Result<()> {
+    for pod in pods {
+        for c in &pod.containers {
+            for pid in &c.pids {
+                let dir = procfs.join(pid.to_string());
+                std::fs::create_dir_all(&dir)?;
+                std::fs::write(dir.join("cgroup"), format!("0::{}\n", pod.cgroup_path(&c.name)))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::cgroup::parse_cgroup;
+
+    #[test]
+    fn planned_cgroups_parse_back_to_the_plan() {
+        let pod = PodPlan {
+            namespace: "team-a".into(),
+            name: "jupyter-0".into(),
+            containers: vec![ContainerPlan { name: "notebook".into(), ..Default::default() }],
+            ..Default::default()
+        };
+        let id = parse_cgroup(&format!("0::{}\n", pod.cgroup_path("notebook"))).unwrap();
+        assert_eq!(id.pod_uid.as_deref(), Some(pod.uid().as_str()));
+        assert_eq!(id.container_id.as_deref(), Some(pod.container_id("notebook").as_str()));
+    }
+}

@@ -1,0 +1,337 @@
+//! Pods of this node: the reflector that follows them and their conversion to [`PodMeta`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use ::kube::api::Api;
+use ::kube::runtime::reflector::{self, Store};
+use ::kube::runtime::{watcher, WatchStreamExt};
+use ::kube::ResourceExt;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+/// Annotation carrying a static pod's config hash, which is the pod UID in its cgroup path.
+pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
+/// Set on mirror pods to the same hash; read when `config.hash` is absent.
+pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
+
+/// Server-side watch timeout: the API server ends each watch after this, and the client
+/// resumes from its last resource version. Must stay below the client's read timeout.
+pub(super) const WATCH_TIMEOUT_SECS: u32 = 120;
+
+/// What tessera knows about one pod on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodMeta {
+    /// Normalized: lowercase with dashes.
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// Controller workload kind (a ReplicaSet made by a Deployment reads `Deployment`).
+    pub owner_kind: Option<String>,
+    pub owner_name: Option<String>,
+    /// Only the allow-listed labels, values verbatim (escaping is the encoder's job).
+    pub labels: BTreeMap<String, String>,
+    /// Static pods: `kubernetes.io/config.hash`, lowercase, as the kubelet wrote it.
+    pub config_hash: Option<String>,
+    /// Init, regular, then ephemeral containers, in spec order.
+    pub containers: Vec<ContainerMeta>,
+    pub phase: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerMeta {
+    pub name: String,
+    /// Runtime scheme (`containerd://`, `cri-o://`, `docker://`) stripped; None until started.
+    pub container_id: Option<String>,
+}
+
+/// A running pod reflector: `store` fills from `events`, which must be polled.
+pub(super) struct PodWatch {
+    pub store: Store<Pod>,
+    pub events: BoxStream<'static, Result<watcher::Event<Pod>, watcher::Error>>,
+}
+
+impl PodWatch {
+    /// Lists then watches pods with `spec.nodeName=<node>`, retrying with kube-rs's default
+    /// backoff; kube-rs relists by itself when a watch reports 410 Gone.
+    pub fn start(api: Api<Pod>, node_name: &str) -> Self {
+        let (store, writer) = reflector::store();
+        let config = watcher::Config::default()
+            .fields(&format!("spec.nodeName={node_name}"))
+            .timeout(WATCH_TIMEOUT_SECS);
+        let events = watcher(api, config)
+            .modify(slim)
+            .default_backoff()
+            .reflect(writer)
+            .boxed();
+        Self { store, events }
+    }
+}
+
+/// Drops what tessera never reads before the pod enters the cache: managed fields and
+/// annotations (`last-applied-configuration` alone can be as big as the pod) dominate memory.
+fn slim(pod: &mut Pod) {
+    pod.managed_fields_mut().clear();
+    if let Some(ann) = pod.metadata.annotations.as_mut() {
+        ann.retain(|k, _| k == CONFIG_HASH_ANNOTATION || k == CONFIG_MIRROR_ANNOTATION);
+    }
+}
+
+/// Lowercase with dashes: cgroup paths of the systemd driver spell UIDs with underscores.
+pub fn normalize_uid(uid: &str) -> String {
+    uid.trim().to_ascii_lowercase().replace('_', "-")
+}
+
+/// `0123…` (32 hex digits) as `01234567-89ab-cdef-0123-456789abcdef`; None if not 32 hex.
+pub fn dashed_uid(hex: &str) -> Option<String> {
+    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let h = hex.to_ascii_lowercase();
+    Some(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
+}
+
+/// A container ID without its runtime scheme, lowercase like the cgroup parser's; None for
+/// the empty ID of a container not yet started.
+pub fn strip_scheme(id: &str) -> Option<String> {
+    let id = id.split_once("://").map_or(id, |(_, rest)| rest).trim();
+    (!id.is_empty()).then(|| id.to_ascii_lowercase())
+}
+
+impl PodMeta {
+    pub fn from_pod(pod: &Pod, allowed_labels: &[String]) -> Self {
+        let meta = &pod.metadata;
+        let labels = meta.labels.as_ref();
+        let copied = allowed_labels
+            .iter()
+            .filter_map(|k| Some((k.clone(), labels?.get(k)?.clone())))
+            .collect();
+        let annotations = meta.annotations.as_ref();
+        let config_hash = annotations
+            .and_then(|a| {
+                a.get(CONFIG_HASH_ANNOTATION)
+                    .or_else(|| a.get(CONFIG_MIRROR_ANNOTATION))
+            })
+            .map(|h| normalize_uid(h))
+            .filter(|h| !h.is_empty());
+        let (owner_kind, owner_name) = owner(pod).unzip();
+        Self {
+            uid: meta.uid.as_deref().map(normalize_uid).unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            owner_kind,
+            owner_name,
+            labels: copied,
+            config_hash,
+            containers: containers(pod),
+            phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+        }
+    }
+}
+
+/// The controlling workload. A ReplicaSet whose name is `<deployment>-<pod-template-hash>`
+/// was made by a Deployment; a Job's CronJob is not visible from the pod, so it stays `Job`.
+fn owner(pod: &Pod) -> Option<(String, String)> {
+    let r = pod
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true))?;
+    if r.kind == "ReplicaSet" {
+        let hash = pod
+            .labels()
+            .get(POD_TEMPLATE_HASH_LABEL)
+            .filter(|h| !h.is_empty());
+        if let Some(deployment) =
+            hash.and_then(|h| r.name.strip_suffix(h.as_str())?.strip_suffix('-'))
+        {
+            if !deployment.is_empty() {
+                return Some(("Deployment".to_string(), deployment.to_string()));
+            }
+        }
+    }
+    Some((r.kind.clone(), r.name.clone()))
+}
+
+fn containers(pod: &Pod) -> Vec<ContainerMeta> {
+    let status = pod.status.as_ref();
+    let statuses = [
+        status.and_then(|s| s.init_container_statuses.as_ref()),
+        status.and_then(|s| s.container_statuses.as_ref()),
+        status.and_then(|s| s.ephemeral_container_statuses.as_ref()),
+    ];
+    let mut ids: HashMap<&str, Option<String>> = HashMap::new();
+    let mut status_order: Vec<&str> = Vec::new();
+    for s in statuses
+        .into_iter()
+        .flatten()
+        .flat_map(|v: &Vec<ContainerStatus>| v.iter())
+    {
+        ids.insert(
+            s.name.as_str(),
+            s.container_id.as_deref().and_then(strip_scheme),
+        );
+        status_order.push(s.name.as_str());
+    }
+    let spec = pod.spec.as_ref();
+    let spec_names = spec
+        .into_iter()
+        .flat_map(|s| s.init_containers.iter().flatten().map(|c| c.name.as_str()))
+        .chain(
+            spec.into_iter()
+                .flat_map(|s| s.containers.iter().map(|c| c.name.as_str())),
+        )
+        .chain(spec.into_iter().flat_map(|s| {
+            s.ephemeral_containers
+                .iter()
+                .flatten()
+                .map(|c| c.name.as_str())
+        }));
+    let mut out: Vec<ContainerMeta> = Vec::new();
+    // Statuses without a spec entry should not exist; keep them anyway, their IDs are evidence.
+    for name in spec_names.chain(status_order) {
+        if out.iter().any(|c| c.name == name) {
+            continue;
+        }
+        let container_id = ids.get(name).cloned().flatten();
+        out.push(ContainerMeta {
+            name: name.to_string(),
+            container_id,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn owned(kind: &str, name: &str, controller: bool, labels: serde_json::Value) -> Pod {
+        pod(
+            json!({"metadata": {"name": "p-abc12", "namespace": "ns", "uid": "U", "labels": labels,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "o", "controller": controller}]}}),
+        )
+    }
+
+    fn owner_of(p: &Pod) -> (Option<String>, Option<String>) {
+        let m = PodMeta::from_pod(p, &[]);
+        (m.owner_kind, m.owner_name)
+    }
+
+    fn some(a: &str, b: &str) -> (Option<String>, Option<String>) {
+        (Some(a.into()), Some(b.into()))
+    }
+
+    #[test]
+    fn owners() {
+        let h = json!({"pod-template-hash": "7d9f8c6b5"});
+        assert_eq!(
+            owner_of(&owned("ReplicaSet", "web-7d9f8c6b5", true, h.clone())),
+            some("Deployment", "web")
+        );
+        // A hash that is not the name's suffix: a bare ReplicaSet, reported as such.
+        assert_eq!(
+            owner_of(&owned("ReplicaSet", "web-other", true, h.clone())),
+            some("ReplicaSet", "web-other")
+        );
+        assert_eq!(
+            owner_of(&owned("ReplicaSet", "web-7d9f8c6b5", true, json!({}))),
+            some("ReplicaSet", "web-7d9f8c6b5")
+        );
+        assert_eq!(
+            owner_of(&owned("ReplicaSet", "-7d9f8c6b5", true, h)),
+            some("ReplicaSet", "-7d9f8c6b5")
+        );
+        assert_eq!(
+            owner_of(&owned("StatefulSet", "db", true, json!({}))),
+            some("StatefulSet", "db")
+        );
+        assert_eq!(
+            owner_of(&owned("DaemonSet", "agent", true, json!({}))),
+            some("DaemonSet", "agent")
+        );
+        assert_eq!(
+            owner_of(&owned("Job", "nightly-29000000", true, json!({}))),
+            some("Job", "nightly-29000000")
+        );
+        assert_eq!(
+            owner_of(&owned("ConfigMap", "x", false, json!({}))),
+            (None, None)
+        );
+        assert_eq!(
+            owner_of(&pod(json!({"metadata": {"name": "bare"}}))),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn containers_in_spec_order_with_ids_stripped() {
+        let p = pod(json!({
+            "metadata": {"name": "p", "uid": "AbC_1"},
+            "spec": {"initContainers": [{"name": "init"}], "containers": [{"name": "a"}, {"name": "b"}],
+                     "ephemeralContainers": [{"name": "debug"}]},
+            "status": {"phase": "Running",
+                "containerStatuses": [
+                    {"name": "b", "containerID": "cri-o://bbb", "image": "", "imageID": "", "ready": true, "restartCount": 0},
+                    {"name": "a", "containerID": "containerd://aaa", "image": "", "imageID": "", "ready": true, "restartCount": 0}],
+                "initContainerStatuses": [{"name": "init", "containerID": "docker://iii", "image": "", "imageID": "", "ready": false, "restartCount": 0}],
+                "ephemeralContainerStatuses": [{"name": "debug", "containerID": "", "image": "", "imageID": "", "ready": false, "restartCount": 0},
+                                               {"name": "orphan", "containerID": "containerd://ooo", "image": "", "imageID": "", "ready": false, "restartCount": 0}]}
+        }));
+        let m = PodMeta::from_pod(&p, &[]);
+        let got: Vec<(&str, Option<&str>)> = m
+            .containers
+            .iter()
+            .map(|c| (c.name.as_str(), c.container_id.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("init", Some("iii")),
+                ("a", Some("aaa")),
+                ("b", Some("bbb")),
+                ("debug", None),
+                ("orphan", Some("ooo"))
+            ]
+        );
+        assert_eq!(m.uid, "abc-1");
+        assert_eq!(m.phase.as_deref(), Some("Running"));
+    }
+
+    #[test]
+    fn uid_forms() {
+        assert_eq!(
+            dashed_uid("0123456789ABCDEF0123456789abcdef").as_deref(),
+            Some("01234567-89ab-cdef-0123-456789abcdef")
+        );
+        assert_eq!(dashed_uid("0123"), None);
+        assert_eq!(dashed_uid("0123456789abcdef0123456789abcdeg"), None);
+        assert_eq!(normalize_uid("AB_cd-EF"), "ab-cd-ef");
+        assert_eq!(strip_scheme("containerd://ABC").as_deref(), Some("abc"));
+        assert_eq!(strip_scheme("plain").as_deref(), Some("plain"));
+        assert_eq!(strip_scheme(""), None);
+    }
+
+    #[test]
+    fn slim_keeps_only_config_hash_annotations() {
+        let mut p = pod(json!({"metadata": {"name": "p", "annotations": {
+            CONFIG_HASH_ANNOTATION: "h", CONFIG_MIRROR_ANNOTATION: "h",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+            "managedFields": [{"manager": "kubectl"}]}}));
+        slim(&mut p);
+        assert!(p.metadata.managed_fields.as_ref().is_none_or(Vec::is_empty));
+        assert_eq!(p.annotations().len(), 2);
+    }
+}

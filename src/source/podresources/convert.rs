@@ -1,0 +1,279 @@
+//! Generated proto types → the plain types the rest of tessera sees.
+//!
+//! Nothing is filtered by resource name here: deciding which resources are GPUs is the
+//! model's job. The only things left out are entries that break a sanity cap; they are
+//! counted in `skipped` so the caller can report them instead of losing them silently.
+
+use super::pb;
+
+/// More containers than any real node runs; past this the answer is treated as corrupt.
+pub const MAX_CONTAINERS: usize = 100_000;
+/// Cap on allocatable device entries, for the same reason.
+pub const MAX_ALLOCATABLE: usize = 100_000;
+/// Longest name or device ID kept. Real IDs are < 100 bytes; longer ones would only
+/// become runaway label values.
+pub const MAX_FIELD_LEN: usize = 1024;
+
+/// One `List` answer (plus the allocatable devices learnt after the last connect).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allocations {
+    pub containers: Vec<ContainerAllocation>,
+    pub allocatable: Vec<AllocatableDevice>,
+    /// Entries left out because they broke a cap (`MAX_*`).
+    pub skipped: usize,
+}
+
+/// Devices the kubelet handed to one container.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerAllocation {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    /// Device-plugin allocations, one entry per resource name.
+    pub devices: Vec<ResourceDevices>,
+    /// DRA allocations, one entry per allocated device of each claim.
+    pub dynamic: Vec<DynamicDevice>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceDevices {
+    pub resource_name: String,
+    /// As the device plugin reported them: `GPU-<uuid>`, `<id>::<n>`, `MIG-...`, `nvidiaN/vgpuK`.
+    pub device_ids: Vec<String>,
+}
+
+/// A DRA device; (driver, pool, device) is resolved to a UUID through ResourceSlices elsewhere.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DynamicDevice {
+    pub claim_name: String,
+    pub claim_namespace: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    /// Set when the device is one share of a multi-allocatable device (Kubernetes 1.35+).
+    pub share_id: Option<String>,
+}
+
+/// One device the kubelet can hand out for a resource (`GetAllocatableResources`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AllocatableDevice {
+    pub resource_name: String,
+    pub device_id: String,
+}
+
+/// The converted `GetAllocatableResources` answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allocatable {
+    pub devices: Vec<AllocatableDevice>,
+    pub skipped: usize,
+}
+
+fn fits(s: &str) -> bool {
+    s.len() <= MAX_FIELD_LEN
+}
+
+/// Converts a `List` answer; `allocatable` is left empty for the caller to fill.
+pub(crate) fn allocations_from_list(resp: pb::ListPodResourcesResponse) -> Allocations {
+    let mut out = Allocations::default();
+    for pod in resp.pod_resources {
+        for container in pod.containers {
+            if out.containers.len() >= MAX_CONTAINERS
+                || !fits(&pod.namespace)
+                || !fits(&pod.name)
+                || !fits(&container.name)
+            {
+                out.skipped += 1;
+                continue;
+            }
+            let devices = container
+                .devices
+                .into_iter()
+                .filter_map(|d| resource_devices(d, &mut out.skipped))
+                .collect();
+            let mut dynamic = Vec::new();
+            for claim in container.dynamic_resources {
+                dynamic_devices(claim, &mut dynamic, &mut out.skipped);
+            }
+            out.containers.push(ContainerAllocation {
+                namespace: pod.namespace.clone(),
+                pod: pod.name.clone(),
+                container: container.name,
+                devices,
+                dynamic,
+            });
+        }
+    }
+    out
+}
+
+fn resource_devices(d: pb::ContainerDevices, skipped: &mut usize) -> Option<ResourceDevices> {
+    if !fits(&d.resource_name) {
+        *skipped += d.device_ids.len().max(1);
+        return None;
+    }
+    let total = d.device_ids.len();
+    let device_ids: Vec<String> = d.device_ids.into_iter().filter(|id| fits(id)).collect();
+    *skipped += total - device_ids.len();
+    Some(ResourceDevices {
+        resource_name: d.resource_name,
+        device_ids,
+    })
+}
+
+fn dynamic_devices(claim: pb::DynamicResource, out: &mut Vec<DynamicDevice>, skipped: &mut usize) {
+    if !fits(&claim.claim_name) || !fits(&claim.claim_namespace) {
+        *skipped += claim.claim_resources.len().max(1);
+        return;
+    }
+    // A claim with no claim_resources holds no device, so there is nothing to attribute and
+    // nothing is lost by emitting no entry for it.
+    for res in claim.claim_resources {
+        let share_ok = res.share_id.as_deref().is_none_or(fits);
+        if !fits(&res.driver_name) || !fits(&res.pool_name) || !fits(&res.device_name) || !share_ok
+        {
+            *skipped += 1;
+            continue;
+        }
+        out.push(DynamicDevice {
+            claim_name: claim.claim_name.clone(),
+            claim_namespace: claim.claim_namespace.clone(),
+            driver: res.driver_name,
+            pool: res.pool_name,
+            device: res.device_name,
+            share_id: res.share_id,
+        });
+    }
+}
+
+pub(crate) fn allocatable_from(resp: pb::AllocatableResourcesResponse) -> Allocatable {
+    let mut out = Allocatable::default();
+    for d in resp.devices {
+        if !fits(&d.resource_name) {
+            out.skipped += d.device_ids.len().max(1);
+            continue;
+        }
+        for id in d.device_ids {
+            if out.devices.len() >= MAX_ALLOCATABLE || !fits(&id) {
+                out.skipped += 1;
+                continue;
+            }
+            out.devices.push(AllocatableDevice {
+                resource_name: d.resource_name.clone(),
+                device_id: id,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn container(name: &str, ids: &[&str]) -> pb::ContainerResources {
+        pb::ContainerResources {
+            name: name.into(),
+            devices: vec![pb::ContainerDevices {
+                resource_name: "nvidia.com/gpu".into(),
+                device_ids: ids.iter().map(|s| s.to_string()).collect(),
+                topology: None,
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn list(containers: Vec<pb::ContainerResources>) -> pb::ListPodResourcesResponse {
+        pb::ListPodResourcesResponse {
+            pod_resources: vec![pb::PodResources {
+                name: "p".into(),
+                namespace: "ns".into(),
+                containers,
+            }],
+        }
+    }
+
+    #[test]
+    fn overlong_id_is_skipped_and_counted() {
+        let long = "G".repeat(MAX_FIELD_LEN + 1);
+        let out = allocations_from_list(list(vec![container("c", &["GPU-a", &long])]));
+        assert_eq!(out.skipped, 1);
+        assert_eq!(out.containers[0].devices[0].device_ids, vec!["GPU-a"]);
+    }
+
+    #[test]
+    fn overlong_container_name_skips_the_container() {
+        let long = "c".repeat(MAX_FIELD_LEN + 1);
+        let out = allocations_from_list(list(vec![
+            container(&long, &["GPU-a"]),
+            container("ok", &[]),
+        ]));
+        assert_eq!(out.skipped, 1);
+        assert_eq!(out.containers.len(), 1);
+        assert_eq!(out.containers[0].container, "ok");
+    }
+
+    #[test]
+    fn container_cap_counts_the_rest() {
+        let many = (0..MAX_CONTAINERS + 3)
+            .map(|_| container("c", &[]))
+            .collect();
+        let out = allocations_from_list(list(many));
+        assert_eq!(out.containers.len(), MAX_CONTAINERS);
+        assert_eq!(out.skipped, 3);
+    }
+
+    #[test]
+    fn dynamic_resources_flatten_per_device() {
+        let mut c = container("c", &[]);
+        c.dynamic_resources = vec![
+            pb::DynamicResource {
+                claim_name: "claim".into(),
+                claim_namespace: "ns".into(),
+                claim_resources: vec![
+                    pb::ClaimResource {
+                        driver_name: "gpu.nvidia.com".into(),
+                        pool_name: "node-1".into(),
+                        device_name: "gpu-0".into(),
+                        share_id: Some("s1".into()),
+                        ..Default::default()
+                    },
+                    pb::ClaimResource {
+                        driver_name: "gpu.nvidia.com".into(),
+                        pool_name: "node-1".into(),
+                        device_name: "gpu-1".into(),
+                        ..Default::default()
+                    },
+                ],
+            },
+            // Holds no device: produces no entry and is not a loss.
+            pb::DynamicResource {
+                claim_name: "empty".into(),
+                claim_namespace: "ns".into(),
+                claim_resources: vec![],
+            },
+        ];
+        let out = allocations_from_list(list(vec![c]));
+        let dynamic = &out.containers[0].dynamic;
+        assert_eq!(dynamic.len(), 2);
+        assert_eq!(dynamic[0].share_id.as_deref(), Some("s1"));
+        assert_eq!(dynamic[1].device, "gpu-1");
+        assert_eq!(dynamic[1].share_id, None);
+        assert_eq!(out.skipped, 0);
+    }
+
+    #[test]
+    fn allocatable_flattens_and_caps_ids() {
+        let resp = pb::AllocatableResourcesResponse {
+            devices: vec![pb::ContainerDevices {
+                resource_name: "nvidia.com/gpu".into(),
+                device_ids: vec!["GPU-a::0".into(), "GPU-a::1".into(), "x".repeat(2000)],
+                topology: None,
+            }],
+            ..Default::default()
+        };
+        let out = allocatable_from(resp);
+        assert_eq!(out.devices.len(), 2);
+        assert_eq!(out.skipped, 1);
+        assert_eq!(out.devices[1].device_id, "GPU-a::1");
+    }
+}

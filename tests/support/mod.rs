@@ -1,0 +1,233 @@
+//! Shared harness for end-to-end tests: run the real `tessera` binary against the fake NVML
+//! library and scrape it over HTTP.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// cargo builds the fake library beside the binary (tessera depends on the fake-nvml crate).
+pub fn fake_library() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
+    let lib = bin.parent().map(|d| d.join("libfake_nvml.so")).unwrap_or_default();
+    assert!(lib.is_file(), "fake NVML library missing at {}", lib.display());
+    lib
+}
+
+pub fn scenario(name: &str) -> PathBuf {
+    workspace().join("crates/fake-nvml/scenarios").join(name)
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("no free port")
+}
+
+/// A plain HTTP/1.0 GET, enough for tests without an HTTP client dependency.
+pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, head.to_owned(), body.to_owned()))
+}
+
+pub struct Exporter {
+    pub child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+}
+
+pub struct ExporterBuilder {
+    scenario: PathBuf,
+    args: Vec<String>,
+    procfs: Vec<(u32, Vec<u8>)>,
+}
+
+impl ExporterBuilder {
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// A process name to put in the test's procfs tree.
+    pub fn comm(mut self, pid: u32, name: &[u8]) -> Self {
+        self.procfs.push((pid, name.to_vec()));
+        self
+    }
+
+    pub fn start(self) -> Exporter {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let procfs = dir.path().join("proc");
+        let scenario_text = std::fs::read_to_string(&self.scenario).expect("scenario");
+        tessera::demo::write_procfs(&scenario_text, &procfs).expect("procfs from scenario");
+        for (pid, name) in &self.procfs {
+            let d = procfs.join(pid.to_string());
+            std::fs::create_dir_all(&d).expect("procfs");
+            let mut name = name.clone();
+            name.push(b'\n');
+            std::fs::write(d.join("comm"), name).expect("comm");
+        }
+        std::fs::create_dir_all(&procfs).expect("procfs");
+        let port = free_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg(format!("--nvml.library={}", fake_library().display()))
+            .arg(format!("--path.procfs={}", procfs.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--kube.node-name=test-node")
+            .arg("--sample.interval=100ms")
+            .args(&self.args)
+            .env("TESSERA_FAKE_NVML_SCENARIO", &self.scenario)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tessera");
+        let exporter = Exporter { child, port, dir };
+        exporter.wait_until("ready", |e| e.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false));
+        exporter
+    }
+}
+
+impl Exporter {
+    pub fn builder(scenario: impl AsRef<Path>) -> ExporterBuilder {
+        ExporterBuilder {
+            scenario: scenario.as_ref().to_path_buf(),
+            args: Vec::new(),
+            procfs: Vec::new(),
+        }
+    }
+
+    pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        http_get(self.port, path).map(|(s, _, b)| (s, b))
+    }
+
+    pub fn metrics(&self) -> String {
+        let (status, body) = self.get("/metrics").expect("scrape");
+        assert_eq!(status, 200, "scrape failed: {body}");
+        body
+    }
+
+    /// Polls until `cond` holds, or panics after 20 s with `what`.
+    pub fn wait_until(&self, what: &str, mut cond: impl FnMut(&Self) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if cond(self) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    /// Waits until the scrape contains `line` (a full series line without value, or a prefix).
+    pub fn wait_for_series(&self, needle: &str) -> String {
+        let mut last = String::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            last = self.get("/metrics").map(|(_, b)| b).unwrap_or_default();
+            if last.lines().any(|l| l.starts_with(needle)) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("timed out waiting for a series starting with {needle}\nlast scrape:\n{last}");
+    }
+
+    pub fn stop(mut self) -> String {
+        // SIGTERM, to exercise graceful shutdown.
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let status = self.child.wait().expect("wait");
+        let mut log = String::new();
+        if let Some(mut err) = self.child.stderr.take() {
+            let _ = err.read_to_string(&mut log);
+        }
+        assert!(status.success(), "tessera exited with {status:?}\n{log}");
+        log
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Families whose values move with time; golden files keep their names but not their values.
+const VOLATILE: &[&str] = &[
+    "tessera_last_sample_timestamp_seconds",
+    "tessera_collector_duration_seconds",
+    "tessera_sample_duration_seconds",
+    "gpu_energy_joules_total",
+    "tessera_build_info",
+];
+
+/// Sorted series lines, volatile values masked: stable across runs and machines.
+pub fn normalize(exposition: &str) -> String {
+    let mut lines: Vec<String> = exposition
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            if VOLATILE.iter().any(|v| l.starts_with(v)) {
+                match l.rsplit_once(' ') {
+                    Some((series, _)) => format!("{series} <volatile>"),
+                    None => l.to_owned(),
+                }
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    lines.sort();
+    lines.join("\n") + "\n"
+}
+
+/// Compares with `tests/golden/<name>.txt`. `TESSERA_UPDATE_GOLDEN=1` rewrites it: regenerate
+/// only on purpose, and review the diff.
+pub fn assert_golden(name: &str, exposition: &str) {
+    let path = workspace().join("tests/golden").join(format!("{name}.txt"));
+    let got = normalize(exposition);
+    if std::env::var_os("TESSERA_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &got).expect("write golden");
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("golden file {} missing; run with TESSERA_UPDATE_GOLDEN=1", path.display()));
+    if got != want {
+        let diff: Vec<String> = want
+            .lines()
+            .filter(|l| !got.lines().any(|g| g == *l))
+            .map(|l| format!("- {l}"))
+            .chain(got.lines().filter(|l| !want.lines().any(|w| w == *l)).map(|l| format!("+ {l}")))
+            .take(40)
+            .collect();
+        panic!("exposition differs from {}:\n{}", path.display(), diff.join("\n"));
+    }
+}
+
+/// The value of the first series that starts with `prefix`.
+pub fn value(exposition: &str, prefix: &str) -> Option<f64> {
+    exposition
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, v)| v.parse().ok())
+}
