@@ -54,24 +54,74 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows: Vec<(String, Duration, f64)> = Vec::new();
     for index in 0..nvml.device_count()? {
         let d = nvml.device_by_index(index)?;
-        let mut add = |name: &str, t: Duration, weight: f64| rows.push((format!("gpu{index} {name}"), t, weight));
+        let mut add = |name: &str, t: Duration, weight: f64| {
+            rows.push((format!("gpu{index} {name}"), t, weight))
+        };
         add("device_count", time(n, || nvml.device_count()), 1.0);
         add("compute_mode", time(n, || d.compute_mode()), 1.0);
         add("memory_info", time(n, || d.memory_info()), 1.0);
         add("utilization_rates", time(n, || d.utilization_rates()), 1.0);
         add("power_usage", time(n, || d.power_usage()), 1.0);
-        add("enforced_power_limit", time(n, || d.enforced_power_limit()), 1.0);
-        add("temperature", time(n, || d.temperature(TemperatureSensor::Gpu)), 1.0);
+        add(
+            "enforced_power_limit",
+            time(n, || d.enforced_power_limit()),
+            1.0,
+        );
+        add(
+            "temperature",
+            time(n, || d.temperature(TemperatureSensor::Gpu)),
+            1.0,
+        );
         add("clock_info sm", time(n, || d.clock_info(Clock::SM)), 1.0);
-        add("clock_info memory", time(n, || d.clock_info(Clock::Memory)), 1.0);
-        add("clock event reasons", time(n, || tessera::source::nvml::clock_event_reasons(nvml, &d)), 1.0);
-        add("ecc corrected", time(n, || d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)), 1.0);
-        add("ecc uncorrected", time(n, || d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)), 1.0);
-        add("pcie_replay_counter", time(n, || d.pcie_replay_counter()), 1.0);
-        add("compute processes", time(n, || d.running_compute_processes()), 1.0);
-        add("graphics processes", time(n, || d.running_graphics_processes()), 1.0);
-        add("mps processes", time(n, || d.mps_running_compute_processes()), 1.0);
-        add("process utilization", time(n, || d.process_utilization_stats(0)), 1.0);
+        add(
+            "clock_info memory",
+            time(n, || d.clock_info(Clock::Memory)),
+            1.0,
+        );
+        add(
+            "clock event reasons",
+            time(n, || tessera::source::nvml::clock_event_reasons(nvml, &d)),
+            1.0,
+        );
+        add(
+            "ecc corrected",
+            time(n, || {
+                d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+            }),
+            1.0,
+        );
+        add(
+            "ecc uncorrected",
+            time(n, || {
+                d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+            }),
+            1.0,
+        );
+        add(
+            "pcie_replay_counter",
+            time(n, || d.pcie_replay_counter()),
+            1.0,
+        );
+        add(
+            "compute processes",
+            time(n, || d.running_compute_processes()),
+            1.0,
+        );
+        add(
+            "graphics processes",
+            time(n, || d.running_graphics_processes()),
+            1.0,
+        );
+        add(
+            "mps processes",
+            time(n, || d.mps_running_compute_processes()),
+            1.0,
+        );
+        add(
+            "process utilization",
+            time(n, || d.process_utilization_stats(0)),
+            1.0,
+        );
         if d.gpm_support().unwrap_or(false) {
             let mut prev = d.gpm_sample()?;
             add(
@@ -82,7 +132,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         nvml,
                         &prev,
                         &cur,
-                        &[GpmMetricId::SmUtil, GpmMetricId::SmOccupancy, GpmMetricId::AnyTensorUtil, GpmMetricId::DramBwUtil],
+                        &[
+                            GpmMetricId::SmUtil,
+                            GpmMetricId::SmOccupancy,
+                            GpmMetricId::AnyTensorUtil,
+                            GpmMetricId::DramBwUtil,
+                        ],
                     );
                     prev = cur;
                     Some(r.is_ok())
@@ -90,8 +145,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 1.0,
             );
         }
-        add("total_energy (slow cadence)", time(n.min(50), || d.total_energy_consumption()), 1.0 / slow_every);
-        add("mig_mode (slow cadence)", time(n.min(50), || d.mig_mode()), 1.0 / slow_every);
+        add(
+            "total_energy (slow cadence)",
+            time(n.min(50), || d.total_energy_consumption()),
+            1.0 / slow_every,
+        );
+        add(
+            "mig_mode (slow cadence)",
+            time(n.min(50), || d.mig_mode()),
+            1.0 / slow_every,
+        );
     }
     let floor: f64 = rows.iter().map(|(_, t, w)| t.as_secs_f64() * w).sum();
 
@@ -116,7 +179,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = source.sample();
         walls.push(t.elapsed());
         if i == 0 {
-            eprintln!("sample: {} GPUs, {} processes, success={}", s.gpus.len(), s.gpus.iter().map(|g| g.processes.len()).sum::<usize>(), s.success);
+            eprintln!(
+                "sample: {} GPUs, {} processes, success={}",
+                s.gpus.len(),
+                s.gpus.iter().map(|g| g.processes.len()).sum::<usize>(),
+                s.success
+            );
         }
         // tessera samples once a second; a short pause keeps the GPM window realistic.
         std::thread::sleep(Duration::from_millis(100));
@@ -129,9 +197,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("| {name} | {:.1} | {w:.2} |", t.as_secs_f64() * 1e6);
     }
     println!("\n| figure | µs |\n|---|---|");
-    println!("| NVML floor (weighted sum of the calls above) | {:.1} |", floor * 1e6);
-    println!("| tessera sample cycle, wall (median of {cycles}) | {:.1} |", cycle * 1e6);
-    println!("| tessera sample cycle, CPU (mean, user+sys) | {:.1} |", cpu_per_cycle * 1e6);
+    println!(
+        "| NVML floor (weighted sum of the calls above) | {:.1} |",
+        floor * 1e6
+    );
+    println!(
+        "| tessera sample cycle, wall (median of {cycles}) | {:.1} |",
+        cycle * 1e6
+    );
+    println!(
+        "| tessera sample cycle, CPU (mean, user+sys) | {:.1} |",
+        cpu_per_cycle * 1e6
+    );
     println!("| cycle / floor | {:.2}x |", cycle / floor);
     Ok(())
 }

@@ -14,7 +14,11 @@ pub const DEFAULT_POD_RESOURCES_SOCKET: &str = "/var/lib/kubelet/pod-resources/k
 
 /// Values are taken as text and validated together, so one run reports every mistake.
 #[derive(Debug, Default, Parser)]
-#[command(name = "tessera", version, about = "GPU node exporter for shared GPUs: per-pod attribution and sharing-mode labels")]
+#[command(
+    name = "tessera",
+    version,
+    about = "GPU node exporter for shared GPUs: per-pod attribution and sharing-mode labels"
+)]
 pub struct Cli {
     /// YAML file with any of the settings below, keyed by flag name (e.g. `sample.interval: 2s`).
     #[arg(long = "config.file", env = "TESSERA_CONFIG_FILE")]
@@ -50,7 +54,10 @@ pub struct Cli {
     #[arg(long = "collect.mig", env = "TESSERA_COLLECT_MIG")]
     pub collect_mig: Option<String>,
     /// Longest label value kept; longer ones are cut and counted [default: 256].
-    #[arg(long = "metrics.max-label-value-length", env = "TESSERA_METRICS_MAX_LABEL_VALUE_LENGTH")]
+    #[arg(
+        long = "metrics.max-label-value-length",
+        env = "TESSERA_METRICS_MAX_LABEL_VALUE_LENGTH"
+    )]
     pub max_label_value_len: Option<String>,
     /// This node's name, for the `node` label and the pod watch [default: $NODE_NAME, else the hostname].
     #[arg(long = "kube.node-name", env = "TESSERA_KUBE_NODE_NAME")]
@@ -59,7 +66,10 @@ pub struct Cli {
     #[arg(long = "kubelet.enabled", env = "TESSERA_KUBELET_ENABLED")]
     pub kubelet_enabled: Option<String>,
     /// The kubelet's pod-resources socket [default: /var/lib/kubelet/pod-resources/kubelet.sock].
-    #[arg(long = "kubelet.pod-resources-socket", env = "TESSERA_KUBELET_POD_RESOURCES_SOCKET")]
+    #[arg(
+        long = "kubelet.pod-resources-socket",
+        env = "TESSERA_KUBELET_POD_RESOURCES_SOCKET"
+    )]
     pub pod_resources_socket: Option<String>,
     /// How often to poll pod-resources (the kubelet rate-limits it; at least 1s) [default: 5s].
     #[arg(long = "kubelet.poll-interval", env = "TESSERA_KUBELET_POLL_INTERVAL")]
@@ -121,15 +131,23 @@ pub enum ConfigError {
     #[error("config file {path}: unknown setting `{key}`")]
     UnknownKey { path: String, key: String },
     #[error("--{flag}: {reason} (got {value:?})")]
-    Invalid { flag: &'static str, value: String, reason: String },
+    Invalid {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
 }
 
 /// Parses "1s", "500ms", "2m", "1h" (one number, one unit).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| "expected a duration such as 1s, 500ms or 2m".to_owned())?;
+    let n: f64 = num
+        .parse()
+        .map_err(|_| "expected a duration such as 1s, 500ms or 2m".to_owned())?;
     let secs = match unit {
         "ms" => n / 1000.0,
         "s" => n,
@@ -154,7 +172,10 @@ fn read_file(path: &std::path::Path, errors: &mut Vec<ConfigError>) -> BTreeMap<
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => {
-            errors.push(ConfigError::File { path: shown, reason: e.to_string() });
+            errors.push(ConfigError::File {
+                path: shown,
+                reason: e.to_string(),
+            });
             return BTreeMap::new();
         }
     };
@@ -162,7 +183,10 @@ fn read_file(path: &std::path::Path, errors: &mut Vec<ConfigError>) -> BTreeMap<
         match serde_yaml::from_str::<Option<BTreeMap<String, serde_yaml::Value>>>(&text) {
             Ok(m) => m.unwrap_or_default(),
             Err(e) => {
-                errors.push(ConfigError::File { path: shown, reason: e.to_string() });
+                errors.push(ConfigError::File {
+                    path: shown,
+                    reason: e.to_string(),
+                });
                 return BTreeMap::new();
             }
         };
@@ -206,7 +230,11 @@ impl Resolver<'_> {
             Some(v) => match parse(&v) {
                 Ok(t) => t,
                 Err(reason) => {
-                    self.errors.push(ConfigError::Invalid { flag, value: v, reason });
+                    self.errors.push(ConfigError::Invalid {
+                        flag,
+                        value: v,
+                        reason,
+                    });
                     default
                 }
             },
@@ -229,27 +257,54 @@ impl Settings {
             Some(p) => read_file(p, &mut errors),
             None => BTreeMap::new(),
         };
-        let mut r = Resolver { file, errors: &mut errors };
-        let listen_address = r.get("web.listen-address", &cli.listen_address, default_listen(), |s| {
-            s.parse::<SocketAddr>().map_err(|_| "expected host:port, e.g. 0.0.0.0:9949".into())
-        });
+        let mut r = Resolver {
+            file,
+            errors: &mut errors,
+        };
+        let listen_address = r.get(
+            "web.listen-address",
+            &cli.listen_address,
+            default_listen(),
+            |s| {
+                s.parse::<SocketAddr>()
+                    .map_err(|_| "expected host:port, e.g. 0.0.0.0:9949".into())
+            },
+        );
         let enable_debug = r.get("web.enable-debug", &cli.enable_debug, false, parse_bool);
-        let sample_interval = r.get("sample.interval", &cli.sample_interval, Duration::from_secs(1), |s| {
-            parse_duration(s).and_then(positive)
+        let sample_interval = r.get(
+            "sample.interval",
+            &cli.sample_interval,
+            Duration::from_secs(1),
+            |s| parse_duration(s).and_then(positive),
+        );
+        let nvml_library = r.get("nvml.library", &cli.nvml_library, None, |s| {
+            Ok(Some(PathBuf::from(s)))
         });
-        let nvml_library = r.get("nvml.library", &cli.nvml_library, None, |s| Ok(Some(PathBuf::from(s))));
-        let nvml_slow_interval = r.get("nvml.slow-interval", &cli.nvml_slow_interval, Duration::from_secs(10), |s| {
-            parse_duration(s).and_then(positive)
+        let nvml_slow_interval = r.get(
+            "nvml.slow-interval",
+            &cli.nvml_slow_interval,
+            Duration::from_secs(10),
+            |s| parse_duration(s).and_then(positive),
+        );
+        let procfs = r.get("path.procfs", &cli.procfs, PathBuf::from("/proc"), |s| {
+            Ok(PathBuf::from(s))
         });
-        let procfs = r.get("path.procfs", &cli.procfs, PathBuf::from("/proc"), |s| Ok(PathBuf::from(s)));
-        let collect_processes = r.get("collect.processes", &cli.collect_processes, true, parse_bool);
+        let collect_processes = r.get(
+            "collect.processes",
+            &cli.collect_processes,
+            true,
+            parse_bool,
+        );
         let collect_mig = r.get("collect.mig", &cli.collect_mig, true, parse_bool);
-        let max_label_value_len = r.get("metrics.max-label-value-length", &cli.max_label_value_len, 256, |s| {
-            match s.trim().parse::<usize>() {
+        let max_label_value_len = r.get(
+            "metrics.max-label-value-length",
+            &cli.max_label_value_len,
+            256,
+            |s| match s.trim().parse::<usize>() {
                 Ok(n) if (16..=65536).contains(&n) => Ok(n),
                 _ => Err("expected a whole number from 16 to 65536".into()),
-            }
-        });
+            },
+        );
         let node_name = r.get("kube.node-name", &cli.node_name, default_node_name(), |s| {
             if s.is_empty() || s.len() > 253 {
                 Err("must be 1 to 253 characters".into())
@@ -262,37 +317,69 @@ impl Settings {
             "kubelet.pod-resources-socket",
             &cli.pod_resources_socket,
             PathBuf::from(DEFAULT_POD_RESOURCES_SOCKET),
-            |s| if s.is_empty() { Err("must not be empty".into()) } else { Ok(PathBuf::from(s)) },
+            |s| {
+                if s.is_empty() {
+                    Err("must not be empty".into())
+                } else {
+                    Ok(PathBuf::from(s))
+                }
+            },
         );
-        let kubelet_poll_interval = r.get("kubelet.poll-interval", &cli.kubelet_poll_interval, Duration::from_secs(5), |s| {
-            let d = parse_duration(s)?;
-            if d < Duration::from_secs(1) {
-                Err("must be at least 1s: the kubelet rate-limits this socket".into())
-            } else {
-                Ok(d)
-            }
-        });
-        let resource_names = r.get("kubelet.resource-name", &cli.resource_names, Vec::new(), |s| Ok(split_list(s)));
+        let kubelet_poll_interval = r.get(
+            "kubelet.poll-interval",
+            &cli.kubelet_poll_interval,
+            Duration::from_secs(5),
+            |s| {
+                let d = parse_duration(s)?;
+                if d < Duration::from_secs(1) {
+                    Err("must be at least 1s: the kubelet rate-limits this socket".into())
+                } else {
+                    Ok(d)
+                }
+            },
+        );
+        let resource_names = r.get(
+            "kubelet.resource-name",
+            &cli.resource_names,
+            Vec::new(),
+            |s| Ok(split_list(s)),
+        );
         let kube_enabled = r.get("kube.enabled", &cli.kube_enabled, true, parse_bool);
         let pod_labels = r.get("kube.pod-labels", &cli.pod_labels, Vec::new(), |s| {
             let labels = split_list(s);
-            match labels.iter().find(|l| l.len() > 317 || l.contains(char::is_whitespace)) {
+            match labels
+                .iter()
+                .find(|l| l.len() > 317 || l.contains(char::is_whitespace))
+            {
                 Some(bad) => Err(format!("{bad:?} is not a Kubernetes label name")),
                 None => Ok(labels),
             }
         });
         let kube_dra = r.get("kube.dra", &cli.kube_dra, false, parse_bool);
         let log_level = r.get("log.level", &cli.log_level, tracing::Level::INFO, |s| {
-            s.parse().map_err(|_| "expected error, warn, info, debug or trace".into())
+            s.parse()
+                .map_err(|_| "expected error, warn, info, debug or trace".into())
         });
-        let log_format = r.get("log.format", &cli.log_format, LogFormat::Text, |s| match s {
-            "text" => Ok(LogFormat::Text),
-            "json" => Ok(LogFormat::Json),
-            _ => Err("expected text or json".into()),
-        });
-        let path = cli.config_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+        let log_format = r.get(
+            "log.format",
+            &cli.log_format,
+            LogFormat::Text,
+            |s| match s {
+                "text" => Ok(LogFormat::Text),
+                "json" => Ok(LogFormat::Json),
+                _ => Err("expected text or json".into()),
+            },
+        );
+        let path = cli
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         for key in std::mem::take(&mut r.file).into_keys() {
-            r.errors.push(ConfigError::UnknownKey { path: path.clone(), key });
+            r.errors.push(ConfigError::UnknownKey {
+                path: path.clone(),
+                key,
+            });
         }
         if !errors.is_empty() {
             return Err(errors);
@@ -323,7 +410,11 @@ impl Settings {
 }
 
 fn split_list(s: &str) -> Vec<String> {
-    s.split(',').map(str::trim).filter(|x| !x.is_empty()).map(str::to_owned).collect()
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn default_listen() -> SocketAddr {
@@ -378,11 +469,31 @@ mod tests {
     fn file_fills_in_and_flags_win() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.yaml");
-        std::fs::write(&path, "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\nbogus: 1\n").unwrap();
-        let errors = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap_err();
-        assert_eq!(errors, vec![ConfigError::UnknownKey { path: path.display().to_string(), key: "bogus".into() }]);
-        std::fs::write(&path, "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\n").unwrap();
-        let s = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap(), "--log.format=text"])).unwrap();
+        std::fs::write(
+            &path,
+            "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\nbogus: 1\n",
+        )
+        .unwrap();
+        let errors =
+            Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap_err();
+        assert_eq!(
+            errors,
+            vec![ConfigError::UnknownKey {
+                path: path.display().to_string(),
+                key: "bogus".into()
+            }]
+        );
+        std::fs::write(
+            &path,
+            "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\n",
+        )
+        .unwrap();
+        let s = Settings::resolve(&cli(&[
+            "--config.file",
+            path.to_str().unwrap(),
+            "--log.format=text",
+        ]))
+        .unwrap();
         assert_eq!(s.sample_interval, Duration::from_millis(250));
         assert_eq!(s.log_format, LogFormat::Text);
         assert!(!s.collect_mig);

@@ -59,7 +59,11 @@ struct CgroupCache {
 impl CgroupCache {
     /// Returns whether every read that mattered succeeded.
     fn refresh(&mut self, procfs: &std::path::Path, sample: &NvmlSample) -> bool {
-        let pids: HashSet<u32> = sample.gpus.iter().flat_map(|g| g.processes.iter().map(|p| p.pid)).collect();
+        let pids: HashSet<u32> = sample
+            .gpus
+            .iter()
+            .flat_map(|g| g.processes.iter().map(|p| p.pid))
+            .collect();
         self.by_pid.retain(|pid, _| pids.contains(pid));
         self.unreadable.retain(|pid| pids.contains(pid));
         let mut ok = true;
@@ -108,7 +112,11 @@ pub struct Sampler {
 const MAX_INIT_BACKOFF: Duration = Duration::from_secs(30);
 
 impl Sampler {
-    pub fn new(cfg: SamplerConfig, feeds: Feeds, tx: watch::Sender<Option<Arc<Published>>>) -> Self {
+    pub fn new(
+        cfg: SamplerConfig,
+        feeds: Feeds,
+        tx: watch::Sender<Option<Arc<Published>>>,
+    ) -> Self {
         Self {
             cfg,
             source: None,
@@ -187,7 +195,11 @@ impl Sampler {
         ] {
             if let Some(success) = healthy {
                 // These sources poll on their own cadence; their cost is not on this thread.
-                collectors.push(CollectorStatus { name, success, duration_seconds: 0.0 });
+                collectors.push(CollectorStatus {
+                    name,
+                    success,
+                    duration_seconds: 0.0,
+                });
             }
         }
         let snapshot = join(JoinInputs {
@@ -215,21 +227,23 @@ impl Sampler {
 
     /// Runs until `stop` receives a message or its sender is dropped.
     pub fn spawn(mut self, stop: Receiver<()>) -> std::io::Result<JoinHandle<()>> {
-        std::thread::Builder::new().name("tessera-sampler".into()).spawn(move || {
-            let mut next = Instant::now();
-            loop {
-                self.cycle();
-                next += self.cfg.interval;
-                let now = Instant::now();
-                if next < now {
-                    // Fell behind (a slow cycle): skip the missed ticks instead of bursting.
-                    next = now + self.cfg.interval;
+        std::thread::Builder::new()
+            .name("tessera-sampler".into())
+            .spawn(move || {
+                let mut next = Instant::now();
+                loop {
+                    self.cycle();
+                    next += self.cfg.interval;
+                    let now = Instant::now();
+                    if next < now {
+                        // Fell behind (a slow cycle): skip the missed ticks instead of bursting.
+                        next = now + self.cfg.interval;
+                    }
+                    match stop.recv_timeout(next - now) {
+                        Err(RecvTimeoutError::Timeout) => {}
+                        _ => return,
+                    }
                 }
-                match stop.recv_timeout(next - now) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    _ => return,
-                }
-            }
-        })
+            })
     }
 }

@@ -9,12 +9,19 @@ fn tessera(args: &[&str]) -> (i32, String) {
         .env_remove("TESSERA_NVML_LIBRARY")
         .output()
         .expect("run tessera");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn every_bad_value_is_reported_and_exits_2() {
-    let (code, err) = tessera(&["--web.listen-address=nope", "--sample.interval=fast", "--log.format=xml"]);
+    let (code, err) = tessera(&[
+        "--web.listen-address=nope",
+        "--sample.interval=fast",
+        "--log.format=xml",
+    ]);
     assert_eq!(code, 2, "{err}");
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 3, "one line per problem:\n{err}");
@@ -39,15 +46,24 @@ fn bad_config_file_exits_2() {
 
 #[test]
 fn missing_nvml_is_one_clear_line_and_exit_1() {
-    let (code, err) = tessera(&["--nvml.library=/nonexistent/libnvidia-ml.so.1", "--web.listen-address=127.0.0.1:0"]);
+    let (code, err) = tessera(&[
+        "--nvml.library=/nonexistent/libnvidia-ml.so.1",
+        "--web.listen-address=127.0.0.1:0",
+    ]);
     assert_eq!(code, 1, "{err}");
     let last = err.lines().last().unwrap_or_default();
-    assert!(last.contains("NVML library not found") && last.contains("--demo"), "{err}");
+    assert!(
+        last.contains("NVML library not found") && last.contains("--demo"),
+        "{err}"
+    );
 }
 
 #[test]
 fn metrics_doc_is_current() {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessera")).arg("--print-metrics-doc").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("--print-metrics-doc")
+        .output()
+        .unwrap();
     let generated = String::from_utf8(out.stdout).unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md");
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();

@@ -10,15 +10,24 @@ fn mig_layout() {
     // GPM needs two samples before per-instance activity exists.
     let m = e.wait_for_series("gpu_mig_instance_sm_activity_ratio{");
     assert_eq!(value(&m, "gpu_mig_slices_total{"), Some(7.0));
-    assert_eq!(value(&m, "gpu_mig_slices_used{"), Some(6.0), "3g + 2g + 1g leaves one slice");
+    assert_eq!(
+        value(&m, "gpu_mig_slices_used{"),
+        Some(6.0),
+        "3g + 2g + 1g leaves one slice"
+    );
     assert!(m.contains(r#"gpu_info{node="test-node",gpu="0""#));
-    assert!(m.lines().any(|l| l.starts_with("gpu_info{") && l.contains(r#"mig_mode="enabled""#)));
+    assert!(m
+        .lines()
+        .any(|l| l.starts_with("gpu_info{") && l.contains(r#"mig_mode="enabled""#)));
     assert!(
-        !m.lines().any(|l| l.starts_with("gpu_utilization_ratio{") && l.contains(r#"gpu="0""#)),
+        !m.lines()
+            .any(|l| l.starts_with("gpu_utilization_ratio{") && l.contains(r#"gpu="0""#)),
         "NVML gives no device utilization on MIG GPUs; it must not be invented"
     );
     assert!(
-        !m.lines().any(|l| l.starts_with("gpu_process_sm_utilization_ratio{") && l.contains("mig_uuid=\"MIG-")),
+        !m.lines()
+            .any(|l| l.starts_with("gpu_process_sm_utilization_ratio{")
+                && l.contains("mig_uuid=\"MIG-")),
         "NVML gives no per-process utilization under MIG"
     );
     assert_golden("mig", &m);
@@ -35,7 +44,10 @@ fn mps_server_and_clients() {
         .filter_map(|l| l.split("type=\"").nth(1)?.split('"').next())
         .collect();
     assert!(types.contains(&"mps_server"), "{types:?}");
-    assert!(types.iter().filter(|t| **t == "mps_client").count() >= 2, "{types:?}");
+    assert!(
+        types.iter().filter(|t| **t == "mps_client").count() >= 2,
+        "{types:?}"
+    );
     assert!(m.contains(r#"sharing_mode="mps""#));
     assert_golden("mps", &m);
     e.stop();
@@ -53,7 +65,10 @@ fn time_sliced_processes_have_their_own_sm_share() {
     assert!(shares.len() >= 2, "{m}");
     let gpu = value(&m, "gpu_utilization_ratio{").unwrap_or(0.0);
     let sum: f64 = shares.iter().sum();
-    assert!((sum - gpu).abs() <= 0.1, "process shares {shares:?} should add up to about the GPU's {gpu}");
+    assert!(
+        (sum - gpu).abs() <= 0.1,
+        "process shares {shares:?} should add up to about the GPU's {gpu}"
+    );
     assert_golden("timesliced", &m);
     e.stop();
 }
@@ -61,20 +76,16 @@ fn time_sliced_processes_have_their_own_sm_share() {
 #[test]
 fn a_lost_gpu_reports_down_and_the_others_keep_going() {
     let e = Exporter::builder(scenario("gpu-lost.yaml")).start();
-    let m = e.wait_for_series(r#"gpu_up{node="test-node",gpu="1",uuid="GPU-"#);
-    let m = if value(&m, r#"gpu_up{node="test-node",gpu="1""#) == Some(0.0) {
-        m
-    } else {
-        let mut last = m;
-        e.wait_until("GPU 1 down", |e| {
-            last = e.metrics();
-            value(&last, r#"gpu_up{node="test-node",gpu="1""#) == Some(0.0)
-        });
-        last
-    };
+    e.wait_until("GPU 1 down", |e| {
+        value(&e.metrics(), r#"gpu_up{node="test-node",gpu="1""#) == Some(0.0)
+    });
+    let m = e.settle();
     assert_eq!(value(&m, r#"gpu_up{node="test-node",gpu="0""#), Some(1.0));
     assert!(m.contains(r#"gpu_memory_used_bytes{node="test-node",gpu="0""#));
-    assert!(!m.contains(r#"gpu_memory_used_bytes{node="test-node",gpu="1""#), "a lost GPU's figures are not kept");
+    assert!(
+        !m.contains(r#"gpu_memory_used_bytes{node="test-node",gpu="1""#),
+        "a lost GPU's figures are not kept"
+    );
     let xid = e.wait_for_series(r#"gpu_xid_errors_total{node="test-node",gpu="1""#);
     assert!(xid.contains(r#"xid="79"} 1"#), "{xid}");
     assert_golden("gpu-lost", &xid);
@@ -85,16 +96,39 @@ fn a_lost_gpu_reports_down_and_the_others_keep_going() {
 fn a_failing_call_marks_the_collector_and_serving_continues() {
     let e = Exporter::builder(scenario("call-fails.yaml")).start();
     let m = e.wait_for_series(r#"tessera_nvml_errors_total{node="test-node",call="power_usage"}"#);
-    assert_eq!(value(&m, r#"tessera_collector_success{node="test-node",collector="nvml"}"#), Some(0.0));
+    assert_eq!(
+        value(
+            &m,
+            r#"tessera_collector_success{node="test-node",collector="nvml"}"#
+        ),
+        Some(0.0)
+    );
     assert!(m.contains(r#"gpu_power_watts{node="test-node",gpu="0""#));
     assert!(!m.contains(r#"gpu_power_watts{node="test-node",gpu="1""#));
-    assert_eq!(value(&m, r#"gpu_up{node="test-node",gpu="1""#), Some(1.0), "one failing reading is not a lost GPU");
+    assert_eq!(
+        value(&m, r#"gpu_up{node="test-node",gpu="1""#),
+        Some(1.0),
+        "one failing reading is not a lost GPU"
+    );
     // Errors keep counting while serving goes on.
-    let before = value(&m, r#"tessera_nvml_errors_total{node="test-node",call="power_usage"}"#).unwrap_or(0.0);
+    let before = value(
+        &m,
+        r#"tessera_nvml_errors_total{node="test-node",call="power_usage"}"#,
+    )
+    .unwrap_or(0.0);
     e.wait_until("more errors counted", |e| {
-        value(&e.metrics(), r#"tessera_nvml_errors_total{node="test-node",call="power_usage"}"#).unwrap_or(0.0) > before
+        value(
+            &e.metrics(),
+            r#"tessera_nvml_errors_total{node="test-node",call="power_usage"}"#,
+        )
+        .unwrap_or(0.0)
+            > before
     });
-    let mut stable = m.lines().filter(|l| !l.starts_with("tessera_nvml_errors_total")).collect::<Vec<_>>().join("\n");
+    let mut stable = m
+        .lines()
+        .filter(|l| !l.starts_with("tessera_nvml_errors_total"))
+        .collect::<Vec<_>>()
+        .join("\n");
     stable.push('\n');
     assert_golden("call-fails", &stable);
     e.stop();
@@ -103,13 +137,18 @@ fn a_failing_call_marks_the_collector_and_serving_continues() {
 #[test]
 fn processes_that_leave_take_their_series_with_them() {
     let e = Exporter::builder(scenario("churn.yaml")).start();
-    let m = e.wait_for_series(r#"gpu_process_memory_used_bytes{node="test-node",gpu="0",uuid="GPU-"#);
+    let m =
+        e.wait_for_series(r#"gpu_process_memory_used_bytes{node="test-node",gpu="0",uuid="GPU-"#);
     let mut m = m;
     e.wait_until("phase after", |e| {
         m = e.metrics();
         m.contains(r#"pid="5103""#) && m.contains(r#"pid="5202""#)
     });
-    assert!(!m.contains(r#"pid="5101""#) && !m.contains(r#"pid="5201""#), "{m}");
+    let m = e.settle();
+    assert!(
+        !m.contains(r#"pid="5101""#) && !m.contains(r#"pid="5201""#),
+        "{m}"
+    );
     assert!(m.contains(r#"pid="5102""#));
     assert_golden("churn-after", &m);
     e.stop();
@@ -118,13 +157,18 @@ fn processes_that_leave_take_their_series_with_them() {
 #[test]
 fn hostile_process_names_are_escaped() {
     let name = b"evil\"quote\\slash\nnewline";
-    let e = Exporter::builder(scenario("timesliced.yaml")).comm(pid_of_first_process("timesliced.yaml"), name).start();
+    let e = Exporter::builder(scenario("timesliced.yaml"))
+        .comm(pid_of_first_process("timesliced.yaml"), name)
+        .start();
     let m = e.wait_for_series("gpu_process_memory_used_bytes{");
     assert!(
         m.contains(r#"process="evil\"quote\\slash\nnewline""#),
         "label value must be escaped:\n{m}"
     );
-    assert!(!m.lines().any(|l| l == "newline\""), "a raw newline would split the series");
+    assert!(
+        !m.lines().any(|l| l == "newline\""),
+        "a raw newline would split the series"
+    );
     e.stop();
 }
 
@@ -142,12 +186,23 @@ fn endpoints_and_content_type() {
     let e = Exporter::builder(scenario("timesliced.yaml")).start();
     let (status, head, _) = support::http_get(e.port, "/metrics").unwrap();
     assert_eq!(status, 200);
-    assert!(head.to_ascii_lowercase().contains("content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0; charset=utf-8"),
+        "{head}"
+    );
     assert_eq!(e.get("/healthz").unwrap().0, 200);
     assert_eq!(e.get("/readyz").unwrap().0, 200);
     assert!(e.get("/").unwrap().1.contains("/metrics"));
-    assert_eq!(e.get("/debug/attribution").unwrap().0, 404, "debug endpoints are off by default");
+    assert_eq!(
+        e.get("/debug/attribution").unwrap().0,
+        404,
+        "debug endpoints are off by default"
+    );
     assert!(e.metrics().ends_with("# EOF\n"));
     let log = e.stop();
-    assert!(log.contains("shutting down"), "graceful shutdown on SIGTERM:\n{log}");
+    assert!(
+        log.contains("shutting down"),
+        "graceful shutdown on SIGTERM:\n{log}"
+    );
 }

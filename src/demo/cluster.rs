@@ -42,13 +42,25 @@ impl PodPlan {
         let a = hash64(&[&self.namespace, &self.name, "uid-a"]);
         let b = hash64(&[&self.namespace, &self.name, "uid-b"]);
         let hex = format!("{a:016x}{b:016x}");
-        format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..32]
+        )
     }
 
     /// A stable 64-hex container ID.
     pub fn container_id(&self, container: &str) -> String {
         (0..4)
-            .map(|i| format!("{:016x}", hash64(&[&self.namespace, &self.name, container, &i.to_string()])))
+            .map(|i| {
+                format!(
+                    "{:016x}",
+                    hash64(&[&self.namespace, &self.name, container, &i.to_string()])
+                )
+            })
             .collect()
     }
 
@@ -85,7 +97,10 @@ impl PodPlan {
                 containers: self
                     .containers
                     .iter()
-                    .map(|c| Container { name: c.name.clone(), ..Default::default() })
+                    .map(|c| Container {
+                        name: c.name.clone(),
+                        ..Default::default()
+                    })
                     .collect(),
                 ..Default::default()
             }),
@@ -96,7 +111,10 @@ impl PodPlan {
                         .iter()
                         .map(|c| ContainerStatus {
                             name: c.name.clone(),
-                            container_id: Some(format!("containerd://{}", self.container_id(&c.name))),
+                            container_id: Some(format!(
+                                "containerd://{}",
+                                self.container_id(&c.name)
+                            )),
                             ready: true,
                             ..Default::default()
                         })
@@ -150,7 +168,10 @@ pub fn write_cgroups(pods: &[PodPlan], procfs: &Path) -> std::io::Result<()> {
             for pid in &c.pids {
                 let dir = procfs.join(pid.to_string());
                 std::fs::create_dir_all(&dir)?;
-                std::fs::write(dir.join("cgroup"), format!("0::{}\n", pod.cgroup_path(&c.name)))?;
+                std::fs::write(
+                    dir.join("cgroup"),
+                    format!("0::{}\n", pod.cgroup_path(&c.name)),
+                )?;
             }
         }
     }
@@ -167,11 +188,17 @@ mod tests {
         let pod = PodPlan {
             namespace: "team-a".into(),
             name: "jupyter-0".into(),
-            containers: vec![ContainerPlan { name: "notebook".into(), ..Default::default() }],
+            containers: vec![ContainerPlan {
+                name: "notebook".into(),
+                ..Default::default()
+            }],
             ..Default::default()
         };
         let id = parse_cgroup(&format!("0::{}\n", pod.cgroup_path("notebook"))).unwrap();
         assert_eq!(id.pod_uid.as_deref(), Some(pod.uid().as_str()));
-        assert_eq!(id.container_id.as_deref(), Some(pod.container_id("notebook").as_str()));
+        assert_eq!(
+            id.container_id.as_deref(),
+            Some(pod.container_id("notebook").as_str())
+        );
     }
 }

@@ -70,7 +70,9 @@ pub fn find_fake_library() -> Result<PathBuf, DemoError> {
         }
         looked.push(dir.display().to_string());
     }
-    Err(DemoError::LibraryMissing { looked: looked.join(", ") })
+    Err(DemoError::LibraryMissing {
+        looked: looked.join(", "),
+    })
 }
 
 /// Writes a procfs tree with a `comm` for every process in `scenario`.
@@ -81,7 +83,12 @@ pub fn write_procfs(scenario: &str, root: &Path) -> Result<(), DemoError> {
         std::fs::create_dir_all(&dir)?;
         let comm = p.comm.as_deref().unwrap_or("python3");
         // As the kernel does: comm holds at most 15 bytes.
-        let cut = comm.char_indices().map(|(i, c)| i + c.len_utf8()).take_while(|&e| e <= 15).last().unwrap_or(0);
+        let cut = comm
+            .char_indices()
+            .map(|(i, c)| i + c.len_utf8())
+            .take_while(|&e| e <= 15)
+            .last()
+            .unwrap_or(0);
         std::fs::write(dir.join("comm"), format!("{}\n", &comm[..cut]))?;
     }
     Ok(())
@@ -113,7 +120,11 @@ pub struct DemoServices {
     pub socket: PathBuf,
 }
 
-pub async fn start_services(node: &DemoNode, node_name: &str, gpus: &[GpuSample]) -> Result<DemoServices, DemoError> {
+pub async fn start_services(
+    node: &DemoNode,
+    node_name: &str,
+    gpus: &[GpuSample],
+) -> Result<DemoServices, DemoError> {
     let (pods, allocatable) = plan::demo_pods(gpus);
     cluster::write_cgroups(&pods, &node.procfs)?;
     let socket = node.dir.path().join("kubelet.sock");
@@ -133,5 +144,9 @@ pub async fn start_services(node: &DemoNode, node_name: &str, gpus: &[GpuSample]
         ..Default::default()
     })
     .await?;
-    Ok(DemoServices { kubelet, api, socket })
+    Ok(DemoServices {
+        kubelet,
+        api,
+        socket,
+    })
 }

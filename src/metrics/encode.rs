@@ -53,7 +53,13 @@ struct Families {
 
 fn family_index(f: &Family) -> usize {
     static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
-    let index = INDEX.get_or_init(|| table::ALL.iter().enumerate().map(|(i, f)| (f.name, i)).collect());
+    let index = INDEX.get_or_init(|| {
+        table::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.name, i))
+            .collect()
+    });
     index.get(f.name).copied().unwrap_or(usize::MAX)
 }
 
@@ -96,7 +102,10 @@ fn gpu_labels(node: &str, g: &GpuView) -> Labels {
         (label::NODE.into(), node.to_owned()),
         (label::GPU.into(), g.index.to_string()),
         (label::UUID.into(), g.uuid.clone()),
-        (label::SHARING_MODE.into(), g.sharing_mode.as_label().to_owned()),
+        (
+            label::SHARING_MODE.into(),
+            g.sharing_mode.as_label().to_owned(),
+        ),
     ]
 }
 
@@ -124,7 +133,10 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
                 (label::MIG_MODE, mig_mode.to_owned()),
                 (
                     label::COMPUTE_MODE,
-                    s.compute_mode.map(|m| m.as_label()).unwrap_or("unknown").to_owned(),
+                    s.compute_mode
+                        .map(|m| m.as_label())
+                        .unwrap_or("unknown")
+                        .to_owned(),
                 ),
             ],
         ),
@@ -151,33 +163,69 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
     };
     opt(&table::GPU_MEMORY_TOTAL, s.memory.map(|m| m.total as f64));
     opt(&table::GPU_MEMORY_USED, s.memory.map(|m| m.used as f64));
-    opt(&table::GPU_MEMORY_RESERVED, s.memory.map(|m| m.reserved as f64));
+    opt(
+        &table::GPU_MEMORY_RESERVED,
+        s.memory.map(|m| m.reserved as f64),
+    );
     opt(&table::GPU_UTILIZATION, s.utilization);
     opt(&table::GPU_MEMORY_UTILIZATION, s.memory_utilization);
     opt(&table::GPU_SM_ACTIVITY, s.gpm.map(|g| g.sm_activity));
     opt(&table::GPU_SM_OCCUPANCY, s.gpm.map(|g| g.sm_occupancy));
-    opt(&table::GPU_TENSOR_ACTIVITY, s.gpm.map(|g| g.tensor_activity));
+    opt(
+        &table::GPU_TENSOR_ACTIVITY,
+        s.gpm.map(|g| g.tensor_activity),
+    );
     opt(&table::GPU_DRAM_BANDWIDTH, s.gpm.map(|g| g.dram_bandwidth));
     opt(&table::GPU_POWER, s.power_watts);
     opt(&table::GPU_POWER_LIMIT, s.power_limit_watts);
     opt(&table::GPU_ENERGY, s.energy_joules);
     opt(&table::GPU_PCIE_REPLAYS, s.pcie_replays.map(|v| v as f64));
-    opt(&table::GPU_MIG_SLICES_TOTAL, s.mig_slices_total.map(f64::from));
+    opt(
+        &table::GPU_MIG_SLICES_TOTAL,
+        s.mig_slices_total.map(f64::from),
+    );
     if s.mig_slices_total.is_some() {
         opt(
             &table::GPU_MIG_SLICES_USED,
-            Some(f64::from(s.mig_instances.iter().map(|m| m.slices).sum::<u32>())),
+            Some(f64::from(
+                s.mig_instances.iter().map(|m| m.slices).sum::<u32>(),
+            )),
         );
     }
     opt(&table::GPU_PROCESSES, Some(g.processes.len() as f64));
 
     let labelled = [
-        (&table::GPU_TEMPERATURE, label::SENSOR, "gpu", s.temperature_celsius),
-        (&table::GPU_TEMPERATURE, label::SENSOR, "memory", s.memory_temperature_celsius),
+        (
+            &table::GPU_TEMPERATURE,
+            label::SENSOR,
+            "gpu",
+            s.temperature_celsius,
+        ),
+        (
+            &table::GPU_TEMPERATURE,
+            label::SENSOR,
+            "memory",
+            s.memory_temperature_celsius,
+        ),
         (&table::GPU_CLOCK, label::CLOCK, "sm", s.sm_clock_hertz),
-        (&table::GPU_CLOCK, label::CLOCK, "memory", s.memory_clock_hertz),
-        (&table::GPU_ECC_ERRORS, label::TYPE, "corrected", s.ecc_corrected.map(|v| v as f64)),
-        (&table::GPU_ECC_ERRORS, label::TYPE, "uncorrected", s.ecc_uncorrected.map(|v| v as f64)),
+        (
+            &table::GPU_CLOCK,
+            label::CLOCK,
+            "memory",
+            s.memory_clock_hertz,
+        ),
+        (
+            &table::GPU_ECC_ERRORS,
+            label::TYPE,
+            "corrected",
+            s.ecc_corrected.map(|v| v as f64),
+        ),
+        (
+            &table::GPU_ECC_ERRORS,
+            label::TYPE,
+            "uncorrected",
+            s.ecc_uncorrected.map(|v| v as f64),
+        ),
     ];
     for (f, key, value, v) in labelled {
         if let Some(v) = v {
@@ -212,7 +260,10 @@ fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
         with(
             l.clone(),
             &[
-                (label::COMPUTE_INSTANCE_ID, m.sample.compute_instance_id.to_string()),
+                (
+                    label::COMPUTE_INSTANCE_ID,
+                    m.sample.compute_instance_id.to_string(),
+                ),
                 (label::SLICES, m.sample.slices.to_string()),
             ],
         ),
@@ -220,12 +271,21 @@ fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
     );
     let s = &m.sample;
     let values = [
-        (&table::GPU_MIG_MEMORY_TOTAL, s.memory.map(|m| m.total as f64)),
+        (
+            &table::GPU_MIG_MEMORY_TOTAL,
+            s.memory.map(|m| m.total as f64),
+        ),
         (&table::GPU_MIG_MEMORY_USED, s.memory.map(|m| m.used as f64)),
         (&table::GPU_MIG_SM_ACTIVITY, s.gpm.map(|g| g.sm_activity)),
         (&table::GPU_MIG_SM_OCCUPANCY, s.gpm.map(|g| g.sm_occupancy)),
-        (&table::GPU_MIG_TENSOR_ACTIVITY, s.gpm.map(|g| g.tensor_activity)),
-        (&table::GPU_MIG_DRAM_BANDWIDTH, s.gpm.map(|g| g.dram_bandwidth)),
+        (
+            &table::GPU_MIG_TENSOR_ACTIVITY,
+            s.gpm.map(|g| g.tensor_activity),
+        ),
+        (
+            &table::GPU_MIG_DRAM_BANDWIDTH,
+            s.gpm.map(|g| g.dram_bandwidth),
+        ),
         (&table::GPU_MIG_SHARERS, Some(f64::from(m.sharers))),
         (&table::GPU_MIG_REPLICAS, Some(f64::from(m.replicas))),
     ];
@@ -249,15 +309,31 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
             (label::MIG_UUID, mig),
             (label::PID, p.sample.pid.to_string()),
             (label::PROCESS, p.sample.name.clone()),
-            (label::TYPE, p.sample.kind.map(|k| k.as_label()).unwrap_or("unknown").to_owned()),
-            (label::NAMESPACE, pod.map(|p| p.namespace.clone()).unwrap_or_default()),
+            (
+                label::TYPE,
+                p.sample
+                    .kind
+                    .map(|k| k.as_label())
+                    .unwrap_or("unknown")
+                    .to_owned(),
+            ),
+            (
+                label::NAMESPACE,
+                pod.map(|p| p.namespace.clone()).unwrap_or_default(),
+            ),
             (label::POD, pod.map(|p| p.pod.clone()).unwrap_or_default()),
-            (label::CONTAINER, pod.map(|p| p.container.clone()).unwrap_or_default()),
+            (
+                label::CONTAINER,
+                pod.map(|p| p.container.clone()).unwrap_or_default(),
+            ),
         ],
     );
     let s = &p.sample;
     let values = [
-        (&table::GPU_PROCESS_MEMORY_USED, s.memory_used_bytes.map(|v| v as f64)),
+        (
+            &table::GPU_PROCESS_MEMORY_USED,
+            s.memory_used_bytes.map(|v| v as f64),
+        ),
         (&table::GPU_PROCESS_SM_UTILIZATION, s.sm_utilization),
         (&table::GPU_PROCESS_MEMORY_UTILIZATION, s.memory_utilization),
     ];
@@ -284,7 +360,11 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
         ],
     );
     let pod_labels = |mut base: Labels| {
-        base.extend(p.labels.iter().map(|(k, v)| (Cow::Owned(k.clone()), v.clone())));
+        base.extend(
+            p.labels
+                .iter()
+                .map(|(k, v)| (Cow::Owned(k.clone()), v.clone())),
+        );
         base
     };
     for a in &c.allocations {
@@ -295,7 +375,11 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
         out.push(&table::GPU_CONTAINER_ALLOCATION, pod_labels(al), 1.0);
     }
     l = pod_labels(l);
-    out.push(&table::GPU_CONTAINER_MEMORY_USED, l.clone(), c.memory_used_bytes as f64);
+    out.push(
+        &table::GPU_CONTAINER_MEMORY_USED,
+        l.clone(),
+        c.memory_used_bytes as f64,
+    );
     if let Some(sm) = c.sm_utilization {
         out.push(&table::GPU_CONTAINER_SM_UTILIZATION, l.clone(), sm);
     }
@@ -319,13 +403,20 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
     );
     for c in &snap.collectors {
         let l = vec![node(), (label::COLLECTOR.into(), c.name.to_owned())];
-        out.push(&table::TESSERA_COLLECTOR_SUCCESS, l.clone(), if c.success { 1.0 } else { 0.0 });
+        out.push(
+            &table::TESSERA_COLLECTOR_SUCCESS,
+            l.clone(),
+            if c.success { 1.0 } else { 0.0 },
+        );
         out.push(&table::TESSERA_COLLECTOR_DURATION, l, c.duration_seconds);
     }
     let a = &snap.attribution;
     for (what, n) in [
         ("unresolved_device_id", a.unresolved_device_ids),
-        ("process_without_pod_metadata", a.processes_without_pod_metadata),
+        (
+            "process_without_pod_metadata",
+            a.processes_without_pod_metadata,
+        ),
     ] {
         out.push(
             &table::TESSERA_ATTRIBUTION_GAPS,
@@ -340,8 +431,16 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
             *n as f64,
         );
     }
-    out.push(&table::TESSERA_SAMPLE_DURATION, vec![node()], snap.sample_duration_seconds);
-    out.push(&table::TESSERA_LAST_SAMPLE, vec![node()], snap.timestamp_seconds);
+    out.push(
+        &table::TESSERA_SAMPLE_DURATION,
+        vec![node()],
+        snap.sample_duration_seconds,
+    );
+    out.push(
+        &table::TESSERA_LAST_SAMPLE,
+        vec![node()],
+        snap.timestamp_seconds,
+    );
 }
 
 impl Collector for Families {

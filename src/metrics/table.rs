@@ -56,16 +56,55 @@ pub mod label {
 use label::*;
 
 const GPU_LABELS: &[&str] = &[NODE, GPU, UUID, SHARING_MODE];
-const MIG_LABELS: &[&str] = &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, GPU_INSTANCE_ID, PROFILE];
+const MIG_LABELS: &[&str] = &[
+    NODE,
+    GPU,
+    UUID,
+    SHARING_MODE,
+    MIG_UUID,
+    GPU_INSTANCE_ID,
+    PROFILE,
+];
 /// Allow-listed pod labels follow these as `label_<name>`.
 const CONTAINER_LABELS: &[&str] = &[
-    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, NAMESPACE, POD, CONTAINER, WORKLOAD_KIND, WORKLOAD,
+    NODE,
+    GPU,
+    UUID,
+    SHARING_MODE,
+    MIG_UUID,
+    NAMESPACE,
+    POD,
+    CONTAINER,
+    WORKLOAD_KIND,
+    WORKLOAD,
 ];
 const CONTAINER_ALLOCATION_LABELS: &[&str] = &[
-    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, NAMESPACE, POD, CONTAINER, WORKLOAD_KIND, WORKLOAD, RESOURCE, DEVICE_ID, CLAIM,
+    NODE,
+    GPU,
+    UUID,
+    SHARING_MODE,
+    MIG_UUID,
+    NAMESPACE,
+    POD,
+    CONTAINER,
+    WORKLOAD_KIND,
+    WORKLOAD,
+    RESOURCE,
+    DEVICE_ID,
+    CLAIM,
 ];
 const PROCESS_LABELS: &[&str] = &[
-    NODE, GPU, UUID, SHARING_MODE, MIG_UUID, PID, PROCESS, TYPE, NAMESPACE, POD, CONTAINER,
+    NODE,
+    GPU,
+    UUID,
+    SHARING_MODE,
+    MIG_UUID,
+    PID,
+    PROCESS,
+    TYPE,
+    NAMESPACE,
+    POD,
+    CONTAINER,
 ];
 
 macro_rules! families {
@@ -127,4 +166,3 @@ families! {
     TESSERA_SAMPLE_DURATION = "tessera_sample_duration_seconds", Gauge, &[NODE], "Duration of the last whole sample cycle: every source read, the join and the encoding.";
     TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE], "Unix time of the sample being served.";
 }
-

@@ -48,12 +48,21 @@ impl DeviceIndex {
             by_gpu_gi_ci: HashMap::new(),
         };
         for (g, gpu) in gpus.iter().enumerate() {
-            idx.by_uuid.insert(gpu.uuid.to_ascii_lowercase(), Target { gpu: g, mig: None });
-            idx.by_minor.insert(gpu.minor_number.unwrap_or(gpu.index), g);
+            idx.by_uuid
+                .insert(gpu.uuid.to_ascii_lowercase(), Target { gpu: g, mig: None });
+            idx.by_minor
+                .insert(gpu.minor_number.unwrap_or(gpu.index), g);
             for (m, mig) in gpu.mig_instances.iter().enumerate() {
-                idx.by_uuid.insert(mig.uuid.to_ascii_lowercase(), Target { gpu: g, mig: Some(m) });
+                idx.by_uuid.insert(
+                    mig.uuid.to_ascii_lowercase(),
+                    Target {
+                        gpu: g,
+                        mig: Some(m),
+                    },
+                );
                 idx.by_gpu_and_gi.insert((g, mig.gpu_instance_id), m);
-                idx.by_gpu_gi_ci.insert((g, mig.gpu_instance_id, mig.compute_instance_id), m);
+                idx.by_gpu_gi_ci
+                    .insert((g, mig.gpu_instance_id, mig.compute_instance_id), m);
             }
         }
         idx
@@ -67,16 +76,35 @@ impl DeviceIndex {
     pub fn resolve(&self, device: &DeviceRef) -> Option<Target> {
         match device {
             DeviceRef::GpuUuid(u) | DeviceRef::MigUuid(u) => self.by_uuid(u),
-            DeviceRef::LegacyMig { gpu_uuid, gpu_instance, compute_instance } => {
+            DeviceRef::LegacyMig {
+                gpu_uuid,
+                gpu_instance,
+                compute_instance,
+            } => {
                 let gpu = self.by_uuid(gpu_uuid)?.gpu;
-                let mig = *self.by_gpu_gi_ci.get(&(gpu, *gpu_instance, *compute_instance))?;
-                Some(Target { gpu, mig: Some(mig) })
+                let mig = *self
+                    .by_gpu_gi_ci
+                    .get(&(gpu, *gpu_instance, *compute_instance))?;
+                Some(Target {
+                    gpu,
+                    mig: Some(mig),
+                })
             }
-            DeviceRef::GkeIndex { index, .. } => Some(Target { gpu: *self.by_minor.get(index)?, mig: None }),
-            DeviceRef::GkeMig { index, gpu_instance, .. } => {
+            DeviceRef::GkeIndex { index, .. } => Some(Target {
+                gpu: *self.by_minor.get(index)?,
+                mig: None,
+            }),
+            DeviceRef::GkeMig {
+                index,
+                gpu_instance,
+                ..
+            } => {
                 let gpu = *self.by_minor.get(index)?;
                 let mig = *self.by_gpu_and_gi.get(&(gpu, *gpu_instance))?;
-                Some(Target { gpu, mig: Some(mig) })
+                Some(Target {
+                    gpu,
+                    mig: Some(mig),
+                })
             }
             DeviceRef::Unknown(_) => None,
         }
@@ -87,7 +115,11 @@ impl DeviceIndex {
 pub fn label_name(kube_label: &str) -> String {
     let mut out = String::with_capacity(6 + kube_label.len());
     out.push_str("label_");
-    out.extend(kube_label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }));
+    out.extend(
+        kube_label
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }),
+    );
     out
 }
 
@@ -106,7 +138,12 @@ fn pod_ref(namespace: &str, pod: &str, container: &str, meta: Option<&PodMeta>) 
         workload_kind,
         workload,
         labels: meta
-            .map(|m| m.labels.iter().map(|(k, v)| (label_name(k), v.clone())).collect())
+            .map(|m| {
+                m.labels
+                    .iter()
+                    .map(|(k, v)| (label_name(k), v.clone()))
+                    .collect()
+            })
             .unwrap_or_default(),
     }
 }
@@ -118,7 +155,13 @@ pub struct Pods {
 }
 
 impl Pods {
-    pub fn get(&mut self, namespace: &str, pod: &str, container: &str, meta: Option<&PodMeta>) -> Arc<PodRef> {
+    pub fn get(
+        &mut self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        meta: Option<&PodMeta>,
+    ) -> Arc<PodRef> {
         self.refs
             .entry((namespace.to_owned(), pod.to_owned(), container.to_owned()))
             .or_insert_with(|| Arc::new(pod_ref(namespace, pod, container, meta)))
@@ -166,7 +209,8 @@ pub fn holdings(
             }
         }
         for d in &c.dynamic {
-            let Some(dev) = cluster.and_then(|v| v.dra_device(&d.driver, &d.pool, &d.device)) else {
+            let Some(dev) = cluster.and_then(|v| v.dra_device(&d.driver, &d.pool, &d.device))
+            else {
                 stats.unresolved_device_ids += 1;
                 continue;
             };
@@ -188,7 +232,11 @@ pub fn holdings(
 
 /// How many containers each device is offered to: the kubelet's allocatable IDs that resolve
 /// to it (each `::N` replica counts once).
-pub fn offered(alloc: &Allocations, resources: &ResourceMatcher, index: &DeviceIndex) -> HashMap<Target, u32> {
+pub fn offered(
+    alloc: &Allocations,
+    resources: &ResourceMatcher,
+    index: &DeviceIndex,
+) -> HashMap<Target, u32> {
     let mut out = HashMap::new();
     for a in &alloc.allocatable {
         if resources.classify(&a.resource_name).is_none() {
@@ -257,12 +305,19 @@ mod tests {
         let idx = DeviceIndex::new(&gpus());
         let r = |s: &str| idx.resolve(&parse_device_id(s).device);
         let gpu0 = Some(Target { gpu: 0, mig: None });
-        let mig = Some(Target { gpu: 1, mig: Some(0) });
+        let mig = Some(Target {
+            gpu: 1,
+            mig: Some(0),
+        });
         assert_eq!(r("GPU-ae19043d-ef40-d753-6928-d875dd5f2b07"), gpu0);
         assert_eq!(r("GPU-AE19043D-EF40-D753-6928-D875DD5F2B07::3"), gpu0);
         assert_eq!(r("MIG-11111111-2222-3333-4444-555555555555"), mig);
         assert_eq!(r("MIG-GPU-00000000-0000-0000-0000-000000000001/7/0"), mig);
-        assert_eq!(r("nvidia3"), gpu0, "GKE names GPUs by minor number, not NVML index");
+        assert_eq!(
+            r("nvidia3"),
+            gpu0,
+            "GKE names GPUs by minor number, not NVML index"
+        );
         assert_eq!(r("nvidia3/vgpu2"), gpu0);
         assert_eq!(r("nvidia0/gi7"), mig);
         assert_eq!(r("MIG-GPU-00000000-0000-0000-0000-000000000001/8/0"), None);
@@ -272,7 +327,10 @@ mod tests {
 
     #[test]
     fn label_names_are_sanitized() {
-        assert_eq!(label_name("app.kubernetes.io/name"), "label_app_kubernetes_io_name");
+        assert_eq!(
+            label_name("app.kubernetes.io/name"),
+            "label_app_kubernetes_io_name"
+        );
         assert_eq!(label_name("team"), "label_team");
     }
 }

@@ -134,7 +134,10 @@ fn declared(s: &SharingStrategy) -> Option<DeclaredStrategy> {
 }
 
 /// What the node labels say about a device (per MIG profile for instances).
-fn declared_for(cluster: Option<&ClusterView>, mig_profile: Option<&str>) -> (Option<DeclaredStrategy>, Option<u32>) {
+fn declared_for(
+    cluster: Option<&ClusterView>,
+    mig_profile: Option<&str>,
+) -> (Option<DeclaredStrategy>, Option<u32>) {
     let Some(node) = cluster.map(|c| &c.node) else {
         return (None, None);
     };
@@ -154,26 +157,46 @@ struct DeviceFacts<'a> {
     offered: Option<u32>,
 }
 
-fn evidence(facts: &DeviceFacts<'_>, declared: Option<DeclaredStrategy>, vgpu: bool, mig_instance: bool) -> SharingEvidence {
+fn evidence(
+    facts: &DeviceFacts<'_>,
+    declared: Option<DeclaredStrategy>,
+    vgpu: bool,
+    mig_instance: bool,
+) -> SharingEvidence {
     let holders: BTreeSet<&PodRef> = facts.holdings.iter().map(|h| h.pod.as_ref()).collect();
     let mut claims: HashMap<&str, BTreeSet<(&str, &str)>> = HashMap::new();
     for h in facts.holdings.iter().filter(|h| !h.claim.is_empty()) {
-        claims.entry(&h.claim).or_default().insert((&h.pod.namespace, &h.pod.pod));
+        claims
+            .entry(&h.claim)
+            .or_default()
+            .insert((&h.pod.namespace, &h.pod.pod));
     }
     SharingEvidence {
         vgpu_guest: vgpu,
         mig_enabled_gpu: false,
         mig_instance,
-        mps_server: facts.processes.iter().any(|p| p.sample.kind == Some(ProcessKind::MpsServer)),
-        mps_clients: facts.processes.iter().filter(|p| p.sample.kind == Some(ProcessKind::MpsClient)).count(),
+        mps_server: facts
+            .processes
+            .iter()
+            .any(|p| p.sample.kind == Some(ProcessKind::MpsServer)),
+        mps_clients: facts
+            .processes
+            .iter()
+            .filter(|p| p.sample.kind == Some(ProcessKind::MpsClient))
+            .count(),
         holders: holders.len(),
-        replica_ids: facts.holdings.iter().any(|h| h.replica) || facts.offered.is_some_and(|n| n > 1),
+        replica_ids: facts.holdings.iter().any(|h| h.replica)
+            || facts.offered.is_some_and(|n| n > 1),
         declared,
         shared_claim: claims.values().any(|pods| pods.len() > 1),
     }
 }
 
-fn replicas(facts: &DeviceFacts<'_>, declared: (Option<DeclaredStrategy>, Option<u32>), holders: usize) -> u32 {
+fn replicas(
+    facts: &DeviceFacts<'_>,
+    declared: (Option<DeclaredStrategy>, Option<u32>),
+    holders: usize,
+) -> u32 {
     if let Some(n) = facts.offered {
         return n;
     }
@@ -204,7 +227,12 @@ struct Ctx<'a> {
 }
 
 /// Per-container rows of one device: every holder, plus every container with processes on it.
-fn containers(ctx: &Ctx<'_>, facts: &DeviceFacts<'_>, mode: SharingMode, mig: Option<&MigSample>) -> Vec<ContainerUse> {
+fn containers(
+    ctx: &Ctx<'_>,
+    facts: &DeviceFacts<'_>,
+    mode: SharingMode,
+    mig: Option<&MigSample>,
+) -> Vec<ContainerUse> {
     let mut rows: BTreeMap<Arc<PodRef>, ContainerUse> = BTreeMap::new();
     let blank = |pod: &Arc<PodRef>| ContainerUse {
         pod: pod.clone(),
@@ -218,7 +246,10 @@ fn containers(ctx: &Ctx<'_>, facts: &DeviceFacts<'_>, mode: SharingMode, mig: Op
         unallocated_use: false,
     };
     for h in facts.holdings {
-        rows.entry(h.pod.clone()).or_insert_with(|| blank(&h.pod)).allocations.push(h.clone());
+        rows.entry(h.pod.clone())
+            .or_insert_with(|| blank(&h.pod))
+            .allocations
+            .push(h.clone());
     }
     let holders = rows.len();
     for p in &facts.processes {
@@ -250,7 +281,11 @@ fn containers(ctx: &Ctx<'_>, facts: &DeviceFacts<'_>, mode: SharingMode, mig: Op
                 // Unknown per-container share: idle only if the whole device is.
                 None => ctx.device_activity.is_some_and(|a| a < IDLE_SM_RATIO),
             };
-            let before = ctx.previous_idle.get(&idle_key(ctx.gpu_uuid, row)).copied().unwrap_or(0.0);
+            let before = ctx
+                .previous_idle
+                .get(&idle_key(ctx.gpu_uuid, row))
+                .copied()
+                .unwrap_or(0.0);
             row.idle_seconds = before + if idle { ctx.dt } else { 0.0 };
         }
     }
@@ -264,7 +299,16 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
     let mut stats = AttributionStats::default();
     let holdings = inputs
         .allocations
-        .map(|a| attribution::holdings(a, inputs.cluster, inputs.resources, &index, &mut pods, &mut stats))
+        .map(|a| {
+            attribution::holdings(
+                a,
+                inputs.cluster,
+                inputs.resources,
+                &index,
+                &mut pods,
+                &mut stats,
+            )
+        })
         .unwrap_or_default();
     let offered = inputs
         .allocations
@@ -275,7 +319,11 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         .map(|s| {
             s.gpus
                 .iter()
-                .flat_map(|g| g.containers.iter().map(move |c| (idle_key(&g.uuid, c), c.idle_seconds)))
+                .flat_map(|g| {
+                    g.containers
+                        .iter()
+                        .map(move |c| (idle_key(&g.uuid, c), c.idle_seconds))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -290,7 +338,12 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             .processes
             .iter()
             .map(|p| ProcessView {
-                pod: attribution::process_owner(inputs.cgroups.get(&p.pid), inputs.cluster, &mut pods, &mut stats),
+                pod: attribution::process_owner(
+                    inputs.cgroups.get(&p.pid),
+                    inputs.cluster,
+                    &mut pods,
+                    &mut stats,
+                ),
                 sample: p.clone(),
             })
             .collect();
@@ -305,7 +358,13 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         let mut mig_views = Vec::new();
         let mut rows = Vec::new();
         for (m, mig) in gpu.mig_instances.iter().enumerate() {
-            let facts = facts_for(Some(mig), Target { gpu: g, mig: Some(m) });
+            let facts = facts_for(
+                Some(mig),
+                Target {
+                    gpu: g,
+                    mig: Some(m),
+                },
+            );
             let decl = declared_for(inputs.cluster, Some(&mig.profile));
             let ev = evidence(&facts, decl.0, gpu.vgpu_guest, true);
             let (mode, why) = decide(&ev);
@@ -343,8 +402,15 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         };
         rows.extend(containers(&ctx, &facts, mode, None));
         let (sharers, replica_count) = if mig_enabled {
-            let holders: BTreeSet<&PodRef> = rows.iter().filter(|r| !r.allocations.is_empty()).map(|r| r.pod.as_ref()).collect();
-            (holders.len() as u32, mig_views.iter().map(|m| m.replicas).sum())
+            let holders: BTreeSet<&PodRef> = rows
+                .iter()
+                .filter(|r| !r.allocations.is_empty())
+                .map(|r| r.pod.as_ref())
+                .collect();
+            (
+                holders.len() as u32,
+                mig_views.iter().map(|m| m.replicas).sum(),
+            )
         } else {
             (ev.holders as u32, replicas(&facts, decl, ev.holders))
         };

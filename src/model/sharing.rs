@@ -136,59 +136,110 @@ mod tests {
         let base = SharingEvidence::default();
         assert_eq!(mode(base.clone()), SharingMode::Unallocated);
         assert_eq!(
-            mode(SharingEvidence { holders: 1, ..base.clone() }),
+            mode(SharingEvidence {
+                holders: 1,
+                ..base.clone()
+            }),
             SharingMode::Exclusive
         );
         assert_eq!(
-            mode(SharingEvidence { holders: 2, ..base.clone() }),
+            mode(SharingEvidence {
+                holders: 2,
+                ..base.clone()
+            }),
             SharingMode::TimeSlicing
         );
         // A time-sliced offer with a single tenant today is still time-slicing.
         assert_eq!(
-            mode(SharingEvidence { holders: 1, replica_ids: true, ..base.clone() }),
+            mode(SharingEvidence {
+                holders: 1,
+                replica_ids: true,
+                ..base.clone()
+            }),
             SharingMode::TimeSlicing
         );
         // Replica IDs look the same for MPS: the MPS server decides.
         assert_eq!(
-            mode(SharingEvidence { holders: 2, replica_ids: true, mps_server: true, ..base.clone() }),
+            mode(SharingEvidence {
+                holders: 2,
+                replica_ids: true,
+                mps_server: true,
+                ..base.clone()
+            }),
             SharingMode::Mps
         );
         assert_eq!(
-            mode(SharingEvidence { mps_clients: 2, ..base.clone() }),
+            mode(SharingEvidence {
+                mps_clients: 2,
+                ..base.clone()
+            }),
             SharingMode::Mps
         );
         assert_eq!(
-            mode(SharingEvidence { mig_enabled_gpu: true, mps_server: true, ..base.clone() }),
+            mode(SharingEvidence {
+                mig_enabled_gpu: true,
+                mps_server: true,
+                ..base.clone()
+            }),
             SharingMode::Mig
         );
         assert_eq!(
-            mode(SharingEvidence { vgpu_guest: true, mig_enabled_gpu: true, ..base.clone() }),
+            mode(SharingEvidence {
+                vgpu_guest: true,
+                mig_enabled_gpu: true,
+                ..base.clone()
+            }),
             SharingMode::Vgpu
         );
         assert_eq!(
-            mode(SharingEvidence { declared: Some(DeclaredStrategy::None), holders: 1, ..base.clone() }),
+            mode(SharingEvidence {
+                declared: Some(DeclaredStrategy::None),
+                holders: 1,
+                ..base.clone()
+            }),
             SharingMode::Exclusive
         );
     }
 
     #[test]
     fn mig_instances_compose() {
-        let mig = SharingEvidence { mig_instance: true, ..Default::default() };
+        let mig = SharingEvidence {
+            mig_instance: true,
+            ..Default::default()
+        };
         assert_eq!(mode(mig.clone()), SharingMode::Unallocated);
-        assert_eq!(mode(SharingEvidence { holders: 1, ..mig.clone() }), SharingMode::Mig);
         assert_eq!(
-            mode(SharingEvidence { holders: 1, replica_ids: true, ..mig.clone() }),
+            mode(SharingEvidence {
+                holders: 1,
+                ..mig.clone()
+            }),
+            SharingMode::Mig
+        );
+        assert_eq!(
+            mode(SharingEvidence {
+                holders: 1,
+                replica_ids: true,
+                ..mig.clone()
+            }),
             SharingMode::MigTimeSlicing
         );
         assert_eq!(
-            mode(SharingEvidence { holders: 2, declared: Some(DeclaredStrategy::Mps), ..mig }),
+            mode(SharingEvidence {
+                holders: 2,
+                declared: Some(DeclaredStrategy::Mps),
+                ..mig
+            }),
             SharingMode::MigMps
         );
     }
 
     #[test]
     fn reasons_are_given() {
-        let (m, why) = decide(&SharingEvidence { holders: 3, replica_ids: true, ..Default::default() });
+        let (m, why) = decide(&SharingEvidence {
+            holders: 3,
+            replica_ids: true,
+            ..Default::default()
+        });
         assert_eq!(m, SharingMode::TimeSlicing);
         assert_eq!(why.len(), 2);
     }

@@ -33,8 +33,14 @@ mod tests {
         write(2, b"bad\xff\xfename\n");
         write(3, &[b'x'; 10_000]);
         assert_eq!(process_name(dir.path(), 1).as_deref(), Some("python3"));
-        assert_eq!(process_name(dir.path(), 2).as_deref(), Some("bad\u{fffd}\u{fffd}name"));
-        assert_eq!(process_name(dir.path(), 3).map(|s| s.len()), Some(MAX_COMM_BYTES));
+        assert_eq!(
+            process_name(dir.path(), 2).as_deref(),
+            Some("bad\u{fffd}\u{fffd}name")
+        );
+        assert_eq!(
+            process_name(dir.path(), 3).map(|s| s.len()),
+            Some(MAX_COMM_BYTES)
+        );
         assert_eq!(process_name(dir.path(), 4), None);
     }
 }

@@ -15,8 +15,15 @@ pub fn workspace() -> PathBuf {
 /// cargo builds the fake library beside the binary (tessera depends on the fake-nvml crate).
 pub fn fake_library() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
-    let lib = bin.parent().map(|d| d.join("libfake_nvml.so")).unwrap_or_default();
-    assert!(lib.is_file(), "fake NVML library missing at {}", lib.display());
+    let lib = bin
+        .parent()
+        .map(|d| d.join("libfake_nvml.so"))
+        .unwrap_or_default();
+    assert!(
+        lib.is_file(),
+        "fake NVML library missing at {}",
+        lib.display()
+    );
     lib
 }
 
@@ -55,6 +62,8 @@ pub struct Exporter {
 
 pub struct ExporterBuilder {
     scenario: PathBuf,
+    /// Talk to a kubelet and an API server (the test passes their flags); off by default.
+    cluster: bool,
     args: Vec<String>,
     procfs: Vec<(u32, Vec<u8>)>,
 }
@@ -62,6 +71,11 @@ pub struct ExporterBuilder {
 impl ExporterBuilder {
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
+        self
+    }
+
+    pub fn with_cluster(mut self) -> Self {
+        self.cluster = true;
         self
     }
 
@@ -91,6 +105,11 @@ impl ExporterBuilder {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--kube.node-name=test-node")
             .arg("--sample.interval=100ms")
+            .args(if self.cluster {
+                &[][..]
+            } else {
+                &["--kubelet.enabled=false", "--kube.enabled=false"][..]
+            })
             .args(&self.args)
             .env("TESSERA_FAKE_NVML_SCENARIO", &self.scenario)
             .stdout(Stdio::null())
@@ -98,7 +117,9 @@ impl ExporterBuilder {
             .spawn()
             .expect("spawn tessera");
         let exporter = Exporter { child, port, dir };
-        exporter.wait_until("ready", |e| e.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false));
+        exporter.wait_until("ready", |e| {
+            e.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false)
+        });
         exporter
     }
 }
@@ -107,6 +128,7 @@ impl Exporter {
     pub fn builder(scenario: impl AsRef<Path>) -> ExporterBuilder {
         ExporterBuilder {
             scenario: scenario.as_ref().to_path_buf(),
+            cluster: false,
             args: Vec::new(),
             procfs: Vec::new(),
         }
@@ -146,6 +168,18 @@ impl Exporter {
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!("timed out waiting for a series starting with {needle}\nlast scrape:\n{last}");
+    }
+
+    /// Waits for two more published samples, so windowed figures (GPM) cover only the present.
+    pub fn settle(&self) -> String {
+        let stamp = |m: &str| value(m, "tessera_last_sample_timestamp_seconds{").unwrap_or(0.0);
+        let start = stamp(&self.metrics());
+        let mut last = String::new();
+        self.wait_until("two more samples", |e| {
+            last = e.metrics();
+            stamp(&last) >= start + 0.15
+        });
+        last
     }
 
     pub fn stop(mut self) -> String {
@@ -209,18 +243,45 @@ pub fn assert_golden(name: &str, exposition: &str) {
         std::fs::write(&path, &got).expect("write golden");
         return;
     }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("golden file {} missing; run with TESSERA_UPDATE_GOLDEN=1", path.display()));
-    if got != want {
-        let diff: Vec<String> = want
-            .lines()
-            .filter(|l| !got.lines().any(|g| g == *l))
-            .map(|l| format!("- {l}"))
-            .chain(got.lines().filter(|l| !want.lines().any(|w| w == *l)).map(|l| format!("+ {l}")))
-            .take(40)
-            .collect();
-        panic!("exposition differs from {}:\n{}", path.display(), diff.join("\n"));
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "golden file {} missing; run with TESSERA_UPDATE_GOLDEN=1",
+            path.display()
+        )
+    });
+    if let Some(diff) = golden_diff(&want, &got) {
+        panic!("exposition differs from {}:\n{diff}", path.display());
     }
+}
+
+/// Same series, same values — numbers within a small tolerance, since windowed figures (GPM
+/// averages) carry float noise that rounding alone cannot tame at half-way points.
+fn golden_diff(want: &str, got: &str) -> Option<String> {
+    let parse = |text: &str| -> std::collections::BTreeMap<String, String> {
+        text.lines()
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    };
+    let (w, g) = (parse(want), parse(got));
+    let close = |a: &str, b: &str| match (a.parse::<f64>(), b.parse::<f64>()) {
+        (Ok(x), Ok(y)) => (x - y).abs() <= 0.002_f64.max(1e-3 * x.abs().max(y.abs())),
+        _ => a == b,
+    };
+    let mut diff: Vec<String> = Vec::new();
+    for (k, v) in &w {
+        match g.get(k) {
+            None => diff.push(format!("- {k} {v}")),
+            Some(gv) if !close(v, gv) => diff.push(format!("~ {k} {v} -> {gv}")),
+            _ => {}
+        }
+    }
+    diff.extend(
+        g.iter()
+            .filter(|(k, _)| !w.contains_key(*k))
+            .map(|(k, v)| format!("+ {k} {v}")),
+    );
+    (!diff.is_empty()).then(|| diff.into_iter().take(40).collect::<Vec<_>>().join("\n"))
 }
 
 /// The value of the first series that starts with `prefix`.

@@ -15,7 +15,8 @@ use crate::model::{ComputeMode, GpmActivity, GpuSample, MemoryBytes};
 
 /// NVML's `NVML_GPU_INSTANCE_PROFILE_7_SLICE`: the full-GPU profile tells how many compute
 /// slices the GPU has.
-const FULL_GPU_INSTANCE_PROFILE: u32 = nvml_wrapper_sys::bindings::NVML_GPU_INSTANCE_PROFILE_7_SLICE;
+const FULL_GPU_INSTANCE_PROFILE: u32 =
+    nvml_wrapper_sys::bindings::NVML_GPU_INSTANCE_PROFILE_7_SLICE;
 
 const GPM_METRICS: [GpmMetricId; 4] = [
     GpmMetricId::SmUtil,
@@ -32,8 +33,14 @@ pub struct GpmState {
 pub fn identity(ledger: &mut CallLedger, key: &str, index: u32, d: &Device<'static>) -> GpuSample {
     GpuSample {
         index,
-        uuid: ledger.call(key, "uuid", || d.uuid()).ok().unwrap_or_default(),
-        model: ledger.call(key, "name", || d.name()).ok().unwrap_or_default(),
+        uuid: ledger
+            .call(key, "uuid", || d.uuid())
+            .ok()
+            .unwrap_or_default(),
+        model: ledger
+            .call(key, "name", || d.name())
+            .ok()
+            .unwrap_or_default(),
         pci_bus_id: ledger
             .call(key, "pci_info", || d.pci_info())
             .ok()
@@ -69,6 +76,12 @@ fn compute_mode(m: NvmlComputeMode) -> ComputeMode {
     }
 }
 
+/// GPM reports percentages as doubles whose last digits are noise; 0.1 % steps keep more than
+/// NVML's own whole-percent utilization and make the exposition stable.
+fn ratio_from_percent(percent: f64) -> f64 {
+    ((percent / 100.0).clamp(0.0, 1.0) * 1_000.0).round() / 1_000.0
+}
+
 /// GPM needs two samples; returns the activity between the previous one and now.
 pub fn gpm_between(
     nvml: &'static Nvml,
@@ -83,7 +96,7 @@ pub fn gpm_between(
                 results
                     .get(i)
                     .and_then(|r| r.as_ref().ok())
-                    .map(|r| (r.value / 100.0).clamp(0.0, 1.0))
+                    .map(|r| ratio_from_percent(r.value))
                     .unwrap_or(0.0)
             };
             Some(GpmActivity {
@@ -129,7 +142,9 @@ pub fn sample_gpu(
             gpu.energy_joules = Some(mj as f64 / 1000.0);
         }
         // ~120 µs on the H100, for a counter that rarely moves.
-        if let Outcome::Value(n) = ledger.call(key, "pcie_replay_counter", || d.pcie_replay_counter()) {
+        if let Outcome::Value(n) =
+            ledger.call(key, "pcie_replay_counter", || d.pcie_replay_counter())
+        {
             gpu.pcie_replays = Some(u64::from(n));
         }
     }
@@ -143,14 +158,20 @@ pub fn sample_gpu(
         .call(key, "compute_mode", || d.compute_mode())
         .ok()
         .map(compute_mode);
-    s.memory = ledger.call(key, "memory_info", || d.memory_info()).ok().map(|m| MemoryBytes {
-        total: m.total,
-        used: m.used,
-        reserved: m.reserved,
-    });
+    s.memory = ledger
+        .call(key, "memory_info", || d.memory_info())
+        .ok()
+        .map(|m| MemoryBytes {
+            total: m.total,
+            used: m.used,
+            reserved: m.reserved,
+        });
     if gpu.mig_enabled != Some(true) {
         // On MIG GPUs NVML refuses device-wide utilization; GPM per instance replaces it.
-        if let Some(u) = ledger.call(key, "utilization_rates", || d.utilization_rates()).ok() {
+        if let Some(u) = ledger
+            .call(key, "utilization_rates", || d.utilization_rates())
+            .ok()
+        {
             s.utilization = Some(ratio(u.gpu));
             s.memory_utilization = Some(ratio(u.memory));
         }
@@ -191,12 +212,17 @@ pub fn sample_gpu(
     s.pcie_replays = gpu.pcie_replays;
 
     if gpu.gpm.is_none() {
-        let supported = matches!(ledger.call(key, "gpm_support", || d.gpm_support()), Outcome::Value(true));
+        let supported = matches!(
+            ledger.call(key, "gpm_support", || d.gpm_support()),
+            Outcome::Value(true)
+        );
         gpu.gpm = supported.then_some(GpmState { previous: None });
     }
     if let Some(gpm) = gpu.gpm.as_mut() {
         s.gpm = ledger
-            .call(key, "gpm_sample", || gpm_between(nvml, &mut gpm.previous, || d.gpm_sample()))
+            .call(key, "gpm_sample", || {
+                gpm_between(nvml, &mut gpm.previous, || d.gpm_sample())
+            })
             .ok()
             .flatten();
     }

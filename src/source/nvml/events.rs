@@ -48,7 +48,9 @@ impl Drop for XidWatcher {
 /// (nvml-wrapper releases it), so the set is rebuilt without that GPU.
 /// Returns the set and each registered device's UUID by raw handle: a GPU that just fell off
 /// the bus (XID 79) no longer answers for its UUID, so it is learned up front.
-fn register(nvml: &'static Nvml) -> Option<(nvml_wrapper::EventSet<'static>, HashMap<usize, String>)> {
+fn register(
+    nvml: &'static Nvml,
+) -> Option<(nvml_wrapper::EventSet<'static>, HashMap<usize, String>)> {
     let count = nvml.device_count().unwrap_or(0);
     let mut candidates: Vec<u32> = (0..count)
         .filter(|&i| {
@@ -67,12 +69,15 @@ fn register(nvml: &'static Nvml) -> Option<(nvml_wrapper::EventSet<'static>, Has
         };
         let mut uuids = HashMap::new();
         for (pos, &index) in candidates.iter().enumerate() {
-            let registered = nvml.device_by_index(index).map_err(Into::into).and_then(|d| {
-                let uuid = d.uuid().unwrap_or_else(|_| format!("index:{index}"));
-                // SAFETY: reading the raw handle value, used only as a map key.
-                uuids.insert(unsafe { d.handle() } as usize, uuid);
-                d.register_events(EventTypes::CRITICAL_XID_ERROR, set)
-            });
+            let registered = nvml
+                .device_by_index(index)
+                .map_err(Into::into)
+                .and_then(|d| {
+                    let uuid = d.uuid().unwrap_or_else(|_| format!("index:{index}"));
+                    // SAFETY: reading the raw handle value, used only as a map key.
+                    uuids.insert(unsafe { d.handle() } as usize, uuid);
+                    d.register_events(EventTypes::CRITICAL_XID_ERROR, set)
+                });
             match registered {
                 Ok(s) => set = s,
                 Err(e) => {

@@ -54,13 +54,22 @@ fn raw_id<E: std::fmt::Display>(
     Ok(id)
 }
 
-fn read_static(ledger: &mut CallLedger, key: &str, nvml: &Nvml, d: &Device<'static>) -> Option<MigStatic> {
+fn read_static(
+    ledger: &mut CallLedger,
+    key: &str,
+    nvml: &Nvml,
+    d: &Device<'static>,
+) -> Option<MigStatic> {
     let lib = nvml.lib();
     let gpu_instance_id = ledger
-        .call(key, "gpu_instance_id", || raw_id(&lib.nvmlDeviceGetGpuInstanceId, d))
+        .call(key, "gpu_instance_id", || {
+            raw_id(&lib.nvmlDeviceGetGpuInstanceId, d)
+        })
         .ok()?;
     let compute_instance_id = ledger
-        .call(key, "compute_instance_id", || raw_id(&lib.nvmlDeviceGetComputeInstanceId, d))
+        .call(key, "compute_instance_id", || {
+            raw_id(&lib.nvmlDeviceGetComputeInstanceId, d)
+        })
         .ok()
         .unwrap_or(0);
     let profile = ledger
@@ -81,12 +90,19 @@ fn read_static(ledger: &mut CallLedger, key: &str, nvml: &Nvml, d: &Device<'stat
     })
 }
 
-pub fn sample_instances(ledger: &mut CallLedger, gpu: &mut GpuState, nvml: &'static Nvml) -> Vec<MigSample> {
+pub fn sample_instances(
+    ledger: &mut CallLedger,
+    gpu: &mut GpuState,
+    nvml: &'static Nvml,
+) -> Vec<MigSample> {
     let key = gpu.key.clone();
     let parent = &gpu.handle;
     let cache = &mut gpu.mig;
     cache.handles.clear();
-    let Some(max) = ledger.call(&key, "mig_device_count", || parent.mig_device_count()).ok() else {
+    let Some(max) = ledger
+        .call(&key, "mig_device_count", || parent.mig_device_count())
+        .ok()
+    else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -113,16 +129,21 @@ pub fn sample_instances(ledger: &mut CallLedger, gpu: &mut GpuState, nvml: &'sta
                 i
             }
         };
-        let memory = ledger.call(&key, "mig_memory_info", || handle.memory_info()).ok().map(|m| MemoryBytes {
-            total: m.total,
-            used: m.used,
-            reserved: m.reserved,
-        });
+        let memory = ledger
+            .call(&key, "mig_memory_info", || handle.memory_info())
+            .ok()
+            .map(|m| MemoryBytes {
+                total: m.total,
+                used: m.used,
+                reserved: m.reserved,
+            });
         let gpm = if gpu.gpm.is_some() {
             let previous = cache.gpm.entry(info.gpu_instance_id).or_default();
             ledger
                 .call(&key, "gpm_mig_sample", || {
-                    gpm_between(nvml, previous, || parent.gpm_mig_sample(info.gpu_instance_id))
+                    gpm_between(nvml, previous, || {
+                        parent.gpm_mig_sample(info.gpu_instance_id)
+                    })
                 })
                 .ok()
                 .flatten()
@@ -141,8 +162,12 @@ pub fn sample_instances(ledger: &mut CallLedger, gpu: &mut GpuState, nvml: &'sta
         cache.handles.push((uuid, handle));
     }
     // Instances destroyed by a live re-partition must not leave cached state behind.
-    cache.by_uuid.retain(|u, _| out.iter().any(|m| &m.uuid == u));
-    cache.gpm.retain(|gi, _| out.iter().any(|m| m.gpu_instance_id == *gi));
+    cache
+        .by_uuid
+        .retain(|u, _| out.iter().any(|m| &m.uuid == u));
+    cache
+        .gpm
+        .retain(|gi, _| out.iter().any(|m| m.gpu_instance_id == *gi));
     out
 }
 
@@ -150,8 +175,14 @@ pub fn sample_instances(ledger: &mut CallLedger, gpu: &mut GpuState, nvml: &'sta
 mod tests {
     #[test]
     fn profile_is_taken_from_the_mig_device_name() {
-        assert_eq!(super::profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb"), "1g.10gb");
-        assert_eq!(super::profile_from_name("NVIDIA A100-SXM4-80GB MIG 1g.10gb+me"), "1g.10gb+me");
+        assert_eq!(
+            super::profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb"),
+            "1g.10gb"
+        );
+        assert_eq!(
+            super::profile_from_name("NVIDIA A100-SXM4-80GB MIG 1g.10gb+me"),
+            "1g.10gb+me"
+        );
         assert_eq!(super::profile_from_name("NVIDIA H100"), "");
     }
 }

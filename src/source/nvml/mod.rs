@@ -113,7 +113,10 @@ impl NvmlSource {
     }
 
     fn discover(&mut self) {
-        let count = match self.ledger.call("node", "device_count", || self.nvml.device_count()) {
+        let count = match self
+            .ledger
+            .call("node", "device_count", || self.nvml.device_count())
+        {
             ledger::Outcome::Value(c) => c,
             _ => return,
         };
@@ -133,7 +136,11 @@ impl NvmlSource {
                 continue;
             };
             let identity = device::identity(&mut self.ledger, &key, index, &handle);
-            let key = if identity.uuid.is_empty() { key } else { identity.uuid.clone() };
+            let key = if identity.uuid.is_empty() {
+                key
+            } else {
+                identity.uuid.clone()
+            };
             self.ledger.forget_device(&key);
             gpus.push(GpuState {
                 handle,

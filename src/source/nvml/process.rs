@@ -64,8 +64,12 @@ fn list(
     mig_uuid: Option<&str>,
     out: &mut BTreeMap<u32, ProcessSample>,
 ) {
-    let compute = ledger.call(key, "compute_running_processes", || d.running_compute_processes());
-    let graphics = ledger.call(key, "graphics_running_processes", || d.running_graphics_processes());
+    let compute = ledger.call(key, "compute_running_processes", || {
+        d.running_compute_processes()
+    });
+    let graphics = ledger.call(key, "graphics_running_processes", || {
+        d.running_graphics_processes()
+    });
     let mps: HashSet<u32> = ledger
         .call(key, "mps_compute_running_processes", || {
             with_retry(|| d.mps_running_compute_processes())
@@ -81,7 +85,11 @@ fn list(
     ];
     for (procs, kind) in lists {
         for p in procs {
-            let kind = if mps.contains(&p.pid) { ProcessKind::MpsClient } else { kind };
+            let kind = if mps.contains(&p.pid) {
+                ProcessKind::MpsClient
+            } else {
+                kind
+            };
             let entry = out.entry(p.pid).or_insert_with(|| ProcessSample {
                 pid: p.pid,
                 kind: Some(kind),
@@ -117,7 +125,8 @@ pub fn sample_processes(
         .into_values()
         .map(|mut p| {
             p.name = names.name(procfs_root, p.pid);
-            if p.name.starts_with(MPS_SERVER_COMM_PREFIX) && p.kind != Some(ProcessKind::MpsClient) {
+            if p.name.starts_with(MPS_SERVER_COMM_PREFIX) && p.kind != Some(ProcessKind::MpsClient)
+            {
                 p.kind = Some(ProcessKind::MpsServer);
             }
             if p.kind == Some(ProcessKind::MpsClient) {
@@ -133,11 +142,18 @@ pub fn sample_processes(
 
 /// Averages the samples newer than the last seen timestamp. NOT_FOUND means no process ran a
 /// kernel since then, so every listed process gets 0.
-fn apply_utilization(ledger: &mut CallLedger, gpu: &mut GpuState, by_pid: &mut BTreeMap<u32, ProcessSample>) {
+fn apply_utilization(
+    ledger: &mut CallLedger,
+    gpu: &mut GpuState,
+    by_pid: &mut BTreeMap<u32, ProcessSample>,
+) {
     if by_pid.is_empty() || ledger.knows_unsupported(&gpu.key, "process_utilization") {
         return;
     }
-    let samples = match gpu.handle.process_utilization_stats(gpu.process_util_last_seen) {
+    let samples = match gpu
+        .handle
+        .process_utilization_stats(gpu.process_util_last_seen)
+    {
         Ok(s) => s,
         Err(NvmlError::NotFound) => Vec::new(),
         Err(e) => {
