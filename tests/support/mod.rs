@@ -60,8 +60,12 @@ pub struct Exporter {
     pub dir: tempfile::TempDir,
 }
 
+type ProcfsHook = Box<dyn FnOnce(&Path)>;
+
 pub struct ExporterBuilder {
     scenario: PathBuf,
+    env: Vec<(String, std::ffi::OsString)>,
+    procfs_hook: Option<ProcfsHook>,
     /// Talk to a kubelet and an API server (the test passes their flags); off by default.
     cluster: bool,
     args: Vec<String>,
@@ -71,6 +75,17 @@ pub struct ExporterBuilder {
 impl ExporterBuilder {
     pub fn arg(mut self, a: impl Into<String>) -> Self {
         self.args.push(a.into());
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl Into<std::ffi::OsString>) -> Self {
+        self.env.push((key.to_owned(), value.into()));
+        self
+    }
+
+    /// Adds files to the procfs tree before the exporter starts (e.g. cgroup files).
+    pub fn with_procfs(mut self, hook: impl FnOnce(&Path) + 'static) -> Self {
+        self.procfs_hook = Some(Box::new(hook));
         self
     }
 
@@ -98,6 +113,9 @@ impl ExporterBuilder {
             std::fs::write(d.join("comm"), name).expect("comm");
         }
         std::fs::create_dir_all(&procfs).expect("procfs");
+        if let Some(hook) = self.procfs_hook {
+            hook(&procfs);
+        }
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .arg(format!("--nvml.library={}", fake_library().display()))
@@ -112,6 +130,8 @@ impl ExporterBuilder {
             })
             .args(&self.args)
             .env("TESSERA_FAKE_NVML_SCENARIO", &self.scenario)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -128,6 +148,8 @@ impl Exporter {
     pub fn builder(scenario: impl AsRef<Path>) -> ExporterBuilder {
         ExporterBuilder {
             scenario: scenario.as_ref().to_path_buf(),
+            env: Vec::new(),
+            procfs_hook: None,
             cluster: false,
             args: Vec::new(),
             procfs: Vec::new(),
