@@ -4,9 +4,9 @@
 set -euo pipefail
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v curl >/dev/null; then
   $sudo_cmd apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q prometheus
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q prometheus curl
 fi
 # Debian's prometheus package starts a system service; the tests run their own.
 $sudo_cmd systemctl stop prometheus 2>/dev/null || true

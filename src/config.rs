@@ -32,6 +32,9 @@ pub struct Cli {
     /// Address to serve /metrics on [default: 0.0.0.0:9949].
     #[arg(long = "web.listen-address", env = "TESSERA_WEB_LISTEN_ADDRESS")]
     pub listen_address: Option<String>,
+    /// Web config file (Prometheus exporter-toolkit format): TLS and basic auth, reloaded on change [default: none].
+    #[arg(long = "web.config.file", env = "TESSERA_WEB_CONFIG_FILE")]
+    pub web_config_file: Option<String>,
     /// Serve /debug/attribution [default: false].
     #[arg(long = "web.enable-debug", env = "TESSERA_WEB_ENABLE_DEBUG")]
     pub enable_debug: Option<String>,
@@ -59,6 +62,9 @@ pub struct Cli {
         env = "TESSERA_METRICS_MAX_LABEL_VALUE_LENGTH"
     )]
     pub max_label_value_len: Option<String>,
+    /// Most per-container and per-process series per scrape; the rest are dropped and counted [default: 20000].
+    #[arg(long = "metrics.max-series", env = "TESSERA_METRICS_MAX_SERIES")]
+    pub max_series: Option<String>,
     /// This node's name, for the `node` label and the pod watch [default: $NODE_NAME, else the hostname].
     #[arg(long = "kube.node-name", env = "TESSERA_KUBE_NODE_NAME")]
     pub node_name: Option<String>,
@@ -105,6 +111,7 @@ pub struct Settings {
     pub demo: bool,
     pub listen_address: SocketAddr,
     pub enable_debug: bool,
+    pub web_config_file: Option<PathBuf>,
     pub sample_interval: Duration,
     pub nvml_library: Option<PathBuf>,
     pub nvml_slow_interval: Duration,
@@ -112,6 +119,7 @@ pub struct Settings {
     pub collect_processes: bool,
     pub collect_mig: bool,
     pub max_label_value_len: usize,
+    pub max_series: usize,
     pub node_name: String,
     pub kubelet_enabled: bool,
     pub pod_resources_socket: PathBuf,
@@ -271,6 +279,13 @@ impl Settings {
             },
         );
         let enable_debug = r.get("web.enable-debug", &cli.enable_debug, false, parse_bool);
+        let web_config_file = r.get("web.config.file", &cli.web_config_file, None, |s| {
+            if s.is_empty() {
+                Err("must not be empty".into())
+            } else {
+                Ok(Some(PathBuf::from(s)))
+            }
+        });
         let sample_interval = r.get(
             "sample.interval",
             &cli.sample_interval,
@@ -305,6 +320,12 @@ impl Settings {
                 _ => Err("expected a whole number from 16 to 65536".into()),
             },
         );
+        let max_series = r.get("metrics.max-series", &cli.max_series, 20_000, |s| {
+            match s.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => Err("expected a whole number of at least 1".into()),
+            }
+        });
         let node_name = r.get("kube.node-name", &cli.node_name, default_node_name(), |s| {
             if s.is_empty() || s.len() > 253 {
                 Err("must be 1 to 253 characters".into())
@@ -388,6 +409,7 @@ impl Settings {
             demo: cli.demo,
             listen_address,
             enable_debug,
+            web_config_file,
             sample_interval,
             nvml_library,
             nvml_slow_interval,
@@ -395,6 +417,7 @@ impl Settings {
             collect_processes,
             collect_mig,
             max_label_value_len,
+            max_series,
             node_name,
             kubelet_enabled,
             pod_resources_socket,

@@ -64,6 +64,17 @@ fn main() -> ExitCode {
         }
     };
     init_tracing(&settings);
+    // Read before the runtime starts (blocking I/O); a bad file stops startup like a bad flag.
+    let web = match &settings.web_config_file {
+        Some(path) => match tessera::web::load(path) {
+            Ok(config) => Some((path.clone(), config)),
+            Err(e) => {
+                eprintln!("tessera: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
 
     // The demo's files must exist, and its scenario path be in the environment, before NVML
     // loads and before any other thread starts.
@@ -106,7 +117,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(run(settings, demo_node))
+    runtime.block_on(run(settings, demo_node, web))
 }
 
 fn nvml_options(s: &Settings) -> NvmlOptions {
@@ -118,7 +129,11 @@ fn nvml_options(s: &Settings) -> NvmlOptions {
     }
 }
 
-async fn run(mut settings: Settings, demo_node: Option<DemoNode>) -> ExitCode {
+async fn run(
+    mut settings: Settings,
+    demo_node: Option<DemoNode>,
+    web: Option<(std::path::PathBuf, tessera::web::WebConfig)>,
+) -> ExitCode {
     let mut tasks = Vec::new();
     let mut feeds = Feeds::default();
 
@@ -196,6 +211,7 @@ async fn run(mut settings: Settings, demo_node: Option<DemoNode>) -> ExitCode {
             nvml: nvml_options(&settings),
             encode: EncodeOptions {
                 max_label_value_len: settings.max_label_value_len,
+                max_series: settings.max_series,
                 ..EncodeOptions::default()
             },
             resources: ResourceMatcher::new(settings.resource_names.clone()),
@@ -223,9 +239,7 @@ async fn run(mut settings: Settings, demo_node: Option<DemoNode>) -> ExitCode {
         published: rx,
         enable_debug: settings.enable_debug,
     });
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await;
+    let served = tessera::web::serve(listener, app, web, shutdown_signal()).await;
     drop(stop_tx);
     let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
     for t in tasks {

@@ -58,21 +58,28 @@ struct DemoProcess {
     comm: Option<String>,
 }
 
-/// Where cargo puts the cdylib: beside the binary (`target/<profile>/`), or one level up when
-/// the binary is a test's (`target/<profile>/deps/`).
+/// Where cargo puts the cdylib of a dependency: `target/<profile>/deps/` (the copy in
+/// `target/<profile>/` is only refreshed when fake-nvml itself is built, so it can be stale).
+/// A test binary lives in `deps/` itself.
 pub fn find_fake_library() -> Result<PathBuf, DemoError> {
     let exe = std::env::current_exe()?;
-    let mut looked = Vec::new();
-    for dir in exe.ancestors().skip(1).take(2) {
-        let candidate = dir.join(FAKE_LIBRARY);
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-        looked.push(dir.display().to_string());
-    }
-    Err(DemoError::LibraryMissing {
-        looked: looked.join(", "),
-    })
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        dir.join("deps").join(FAKE_LIBRARY),
+        dir.join(FAKE_LIBRARY),
+        dir.join("..").join("deps").join(FAKE_LIBRARY),
+    ];
+    candidates
+        .iter()
+        .find(|c| c.is_file())
+        .cloned()
+        .ok_or_else(|| DemoError::LibraryMissing {
+            looked: candidates
+                .iter()
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
 }
 
 /// Writes a procfs tree with a `comm` for every process in `scenario`.

@@ -20,6 +20,9 @@ use crate::model::{Snapshot, CLOCK_EVENT_REASONS};
 pub struct EncodeOptions {
     /// Longer label values are cut (at a char boundary) and counted.
     pub max_label_value_len: usize,
+    /// Per-container and per-process series beyond this many are dropped and counted; GPU,
+    /// MIG and self series are always kept.
+    pub max_series: usize,
     pub version: &'static str,
     pub revision: &'static str,
 }
@@ -28,6 +31,7 @@ impl Default for EncodeOptions {
     fn default() -> Self {
         Self {
             max_label_value_len: 256,
+            max_series: 20_000,
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("TESSERA_REVISION").unwrap_or("unknown"),
         }
@@ -40,6 +44,7 @@ pub struct Exposition {
     pub text: String,
     pub series: usize,
     pub truncated_label_values: usize,
+    pub dropped_series: usize,
 }
 
 type Labels = Vec<(Cow<'static, str>, String)>;
@@ -47,8 +52,16 @@ type Labels = Vec<(Cow<'static, str>, String)>;
 #[derive(Debug, Default)]
 struct Families {
     series: Vec<Vec<(Labels, f64)>>,
+    count: usize,
     truncated: usize,
+    dropped: usize,
     max_len: usize,
+    max_series: usize,
+}
+
+/// Per-container and per-process families: the ones whose cardinality grows with workloads.
+fn is_detail(f: &Family) -> bool {
+    f.name.starts_with("gpu_container_") || f.name.starts_with("gpu_process_")
 }
 
 fn family_index(f: &Family) -> usize {
@@ -64,11 +77,14 @@ fn family_index(f: &Family) -> usize {
 }
 
 impl Families {
-    fn new(max_len: usize) -> Self {
+    fn new(max_len: usize, max_series: usize) -> Self {
         Self {
             series: vec![Vec::new(); table::ALL.len()],
+            count: 0,
             truncated: 0,
+            dropped: 0,
             max_len,
+            max_series,
         }
     }
 
@@ -90,9 +106,14 @@ impl Families {
             "labels of {} out of table order",
             f.name
         );
+        if is_detail(f) && self.count >= self.max_series {
+            self.dropped += 1;
+            return;
+        }
         let labels = labels.into_iter().map(|(k, v)| (k, self.cap(v))).collect();
         if let Some(s) = self.series.get_mut(family_index(f)) {
             s.push((labels, value));
+            self.count += 1;
         }
     }
 }
@@ -467,12 +488,15 @@ impl Collector for Families {
 }
 
 pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
-    let mut out = Families::new(opts.max_label_value_len);
+    let mut out = Families::new(opts.max_label_value_len, opts.max_series);
+    // GPU and MIG series first, so a cap on detail series never costs a GPU its figures.
     for g in &snap.gpus {
         gpu_families(&mut out, &snap.node, &snap.driver_version, g);
         for m in &g.mig {
             mig_families(&mut out, &snap.node, g, m);
         }
+    }
+    for g in &snap.gpus {
         for c in &g.containers {
             container_families(&mut out, &snap.node, g, c);
         }
@@ -481,8 +505,17 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
         }
     }
     self_families(&mut out, snap, opts);
+    let node = || (Cow::Borrowed(label::NODE), snap.node.clone());
+    let (dropped, truncated) = (out.dropped as f64, out.truncated as f64);
+    out.push(&table::TESSERA_SERIES_DROPPED, vec![node()], dropped);
+    out.push(
+        &table::TESSERA_LABEL_VALUES_TRUNCATED,
+        vec![node()],
+        truncated,
+    );
     let series = out.series.iter().map(Vec::len).sum();
     let truncated_label_values = out.truncated;
+    let dropped_series = out.dropped;
     let mut registry = Registry::default();
     registry.register_collector(Box::new(out));
     let mut text = String::with_capacity(series * 160);
@@ -494,5 +527,83 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
         text,
         series,
         truncated_label_values,
+        dropped_series,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::join::{join, JoinInputs};
+    use crate::model::{GpuSample, NvmlSample, ProcessSample};
+
+    fn snapshot(processes: u32, name: &str) -> Snapshot {
+        let nvml = NvmlSample {
+            gpus: vec![GpuSample {
+                uuid: "GPU-1".into(),
+                up: true,
+                processes: (0..processes)
+                    .map(|pid| ProcessSample {
+                        pid,
+                        name: name.into(),
+                        memory_used_bytes: Some(1),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        join(JoinInputs {
+            node: "n",
+            timestamp_seconds: 1.0,
+            nvml: &nvml,
+            collectors: vec![],
+            sample_duration_seconds: 0.0,
+            allocations: None,
+            cluster: None,
+            cgroups: &Default::default(),
+            resources: &Default::default(),
+            previous: None,
+        })
+    }
+
+    #[test]
+    fn detail_series_are_capped_and_counted_gpu_series_never() {
+        let opts = EncodeOptions {
+            max_series: 5,
+            ..Default::default()
+        };
+        let e = encode(&snapshot(100, "p"), &opts);
+        assert!(e.dropped_series > 0);
+        assert!(e.text.contains("gpu_up{"));
+        assert!(e.text.contains(&format!(
+            "tessera_series_dropped{{node=\"n\"}} {}",
+            e.dropped_series
+        )));
+        let processes = e
+            .text
+            .lines()
+            .filter(|l| l.starts_with("gpu_process_"))
+            .count();
+        assert!(processes <= 5, "{processes}");
+    }
+
+    #[test]
+    fn hostile_label_values_are_escaped_and_cut() {
+        let long = "x".repeat(10_000);
+        let e = encode(
+            &snapshot(1, &format!("a\"b\\c\nd{long}")),
+            &EncodeOptions::default(),
+        );
+        let line = e
+            .text
+            .lines()
+            .find(|l| l.starts_with("gpu_process_memory_used_bytes{"))
+            .unwrap();
+        assert!(line.contains(r#"process="a\"b\\c\nd"#), "{line}");
+        assert!(line.len() < 1_000, "cut to the label length cap");
+        assert_eq!(e.truncated_label_values, 1);
+        assert!(e.text.ends_with("# EOF\n"));
     }
 }

@@ -164,5 +164,7 @@ families! {
     TESSERA_ATTRIBUTION_GAPS = "tessera_attribution_gaps", Gauge, &[NODE, KIND], "Things the last join could not attribute: device IDs naming no device on this node, processes in pods without metadata.";
     TESSERA_NVML_ERRORS = "tessera_nvml_errors", Counter, &[NODE, CALL], "Failed NVML calls by call (calls a GPU does not support are learned once and not counted).";
     TESSERA_SAMPLE_DURATION = "tessera_sample_duration_seconds", Gauge, &[NODE], "Duration of the last whole sample cycle: every source read, the join and the encoding.";
+    TESSERA_SERIES_DROPPED = "tessera_series_dropped", Gauge, &[NODE], "Per-container and per-process series left out of this exposition by --metrics.max-series.";
+    TESSERA_LABEL_VALUES_TRUNCATED = "tessera_label_values_truncated", Gauge, &[NODE], "Label values cut to --metrics.max-label-value-length in this exposition.";
     TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE], "Unix time of the sample being served.";
 }
