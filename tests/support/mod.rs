@@ -233,6 +233,7 @@ const VOLATILE: &[&str] = &[
     "tessera_collector_duration_seconds",
     "tessera_sample_duration_seconds",
     "gpu_energy_joules_total",
+    "gpu_container_idle_seconds_total",
     "tessera_build_info",
 ];
 
