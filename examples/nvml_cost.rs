@@ -165,6 +165,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             slow_interval: Duration::from_secs(10),
             collect_processes: true,
             collect_mig: true,
+            gpu_timeout: Duration::from_secs(5),
         },
     );
     // Warm-up: discovery, capability learning, first GPM sample.

@@ -47,6 +47,9 @@ pub struct Cli {
     /// Cadence of slow NVML calls: energy counter and MIG mode [default: 10s].
     #[arg(long = "nvml.slow-interval", env = "TESSERA_NVML_SLOW_INTERVAL")]
     pub nvml_slow_interval: Option<String>,
+    /// How long a sample waits for a GPU before reporting it down (a hung NVML call) [default: 2s].
+    #[arg(long = "nvml.timeout", env = "TESSERA_NVML_TIMEOUT")]
+    pub nvml_timeout: Option<String>,
     /// The host's procfs (NVML reports host PIDs) [default: /proc].
     #[arg(long = "path.procfs", env = "TESSERA_PATH_PROCFS")]
     pub procfs: Option<String>,
@@ -115,6 +118,7 @@ pub struct Settings {
     pub sample_interval: Duration,
     pub nvml_library: Option<PathBuf>,
     pub nvml_slow_interval: Duration,
+    pub nvml_timeout: Duration,
     pub procfs: PathBuf,
     pub collect_processes: bool,
     pub collect_mig: bool,
@@ -301,6 +305,12 @@ impl Settings {
             Duration::from_secs(10),
             |s| parse_duration(s).and_then(positive),
         );
+        let nvml_timeout = r.get(
+            "nvml.timeout",
+            &cli.nvml_timeout,
+            Duration::from_secs(2),
+            |s| parse_duration(s).and_then(positive),
+        );
         let procfs = r.get("path.procfs", &cli.procfs, PathBuf::from("/proc"), |s| {
             Ok(PathBuf::from(s))
         });
@@ -413,6 +423,7 @@ impl Settings {
             sample_interval,
             nvml_library,
             nvml_slow_interval,
+            nvml_timeout,
             procfs,
             collect_processes,
             collect_mig,

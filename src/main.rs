@@ -126,6 +126,7 @@ fn nvml_options(s: &Settings) -> NvmlOptions {
         slow_interval: s.nvml_slow_interval,
         collect_processes: s.collect_processes,
         collect_mig: s.collect_mig,
+        gpu_timeout: s.nvml_timeout,
     }
 }
 

@@ -334,7 +334,13 @@ fn every_sharing_mode_is_attributed_to_pods() {
     );
 
     // Idle time accrues only for holders with no activity (the DRA pod's instance is idle).
-    let idle = |pod: &str| series_value(&m, "gpu_container_idle_seconds_total{", &[&format!("pod=\"{pod}\"")]);
+    let idle = |pod: &str| {
+        series_value(
+            &m,
+            "gpu_container_idle_seconds_total{",
+            &[&format!("pod=\"{pod}\"")],
+        )
+    };
     assert!(idle("dra-0").unwrap_or(0.0) > 0.0, "{m}");
     assert_eq!(idle("train-0"), Some(0.0));
     assert_eq!(idle("sneaky-0"), None, "no allocation, no idle counter");

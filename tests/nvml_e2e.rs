@@ -206,3 +206,42 @@ fn endpoints_and_content_type() {
         "graceful shutdown on SIGTERM:\n{log}"
     );
 }
+
+#[test]
+fn a_hung_call_isolates_its_gpu_and_serving_goes_on() {
+    let e = Exporter::builder(support::workspace().join("tests/scenarios/hang.yaml"))
+        .arg("--nvml.timeout=300ms")
+        .start();
+    let gpu_up = |m: &str, gpu: &str| value(m, &format!(r#"gpu_up{{node="test-node",gpu="{gpu}""#));
+    let mut m = String::new();
+    e.wait_until("GPU 1 reported down while its call hangs", |e| {
+        m = e.metrics();
+        gpu_up(&m, "1") == Some(0.0)
+    });
+    assert_eq!(gpu_up(&m, "0"), Some(1.0), "the other GPU keeps reporting");
+    assert!(m.contains(r#"gpu_process_memory_used_bytes{node="test-node",gpu="0""#));
+    assert!(
+        value(
+            &m,
+            r#"tessera_nvml_errors_total{node="test-node",call="gpu_timeout"}"#
+        )
+        .unwrap_or(0.0)
+            >= 1.0
+    );
+    assert_eq!(
+        value(
+            &m,
+            r#"tessera_collector_success{node="test-node",collector="nvml"}"#
+        ),
+        Some(0.0)
+    );
+    // Samples keep coming at the timeout's pace: the stuck call does not hold the cycle.
+    let t0 = value(&m, "tessera_last_sample_timestamp_seconds{").unwrap_or(0.0);
+    e.wait_until("a newer sample", |e| {
+        value(&e.metrics(), "tessera_last_sample_timestamp_seconds{").unwrap_or(0.0) > t0
+    });
+    e.wait_until("GPU 1 back once its call returned", |e| {
+        gpu_up(&e.metrics(), "1") == Some(1.0)
+    });
+    e.stop();
+}

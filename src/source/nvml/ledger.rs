@@ -92,11 +92,6 @@ impl CallLedger {
         self.failed_this_cycle = true;
         Outcome::Failed
     }
-
-    /// Forgets what a device did not support, for a device that was replaced or came back.
-    pub fn forget_device(&mut self, device: &str) {
-        self.unsupported.retain(|(d, _)| d != device);
-    }
 }
 
 #[cfg(test)]

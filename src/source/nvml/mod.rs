@@ -9,11 +9,14 @@ mod events;
 mod ledger;
 mod mig;
 mod process;
+mod worker;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use worker::GpuWorker;
 
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -64,9 +67,11 @@ pub struct NvmlOptions {
     pub slow_interval: Duration,
     pub collect_processes: bool,
     pub collect_mig: bool,
+    /// How long a cycle waits for a GPU before reporting it down (a hung driver call).
+    pub gpu_timeout: Duration,
 }
 
-/// What is kept per GPU between cycles.
+/// What is kept per GPU between cycles (on that GPU's worker thread).
 struct GpuState {
     handle: Device<'static>,
     /// Identity read once; kept so a lost GPU still has its labels.
@@ -81,14 +86,32 @@ struct GpuState {
     mig: mig::MigCache,
 }
 
+impl GpuState {
+    fn new(handle: Device<'static>, identity: GpuSample, key: String) -> Self {
+        Self {
+            handle,
+            identity,
+            key,
+            mig_enabled: None,
+            energy_joules: None,
+            pcie_replays: None,
+            mig_slices_total: None,
+            gpm: None,
+            process_util_last_seen: 0,
+            mig: mig::MigCache::default(),
+        }
+    }
+}
+
 pub struct NvmlSource {
     nvml: &'static Nvml,
     opts: NvmlOptions,
+    /// Node-level calls (device count, handles, identity); per-GPU calls keep their own.
     ledger: CallLedger,
     driver_version: String,
-    gpus: Vec<GpuState>,
+    gpus: Vec<GpuWorker>,
     last_slow: Option<Instant>,
-    names: process::NameCache,
+    timeouts: u64,
     xids: Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>>,
 }
 
@@ -102,7 +125,7 @@ impl NvmlSource {
             driver_version,
             gpus: Vec::new(),
             last_slow: None,
-            names: process::NameCache::default(),
+            timeouts: 0,
             xids: Arc::default(),
         }
     }
@@ -141,20 +164,14 @@ impl NvmlSource {
             } else {
                 identity.uuid.clone()
             };
-            self.ledger.forget_device(&key);
-            gpus.push(GpuState {
-                handle,
-                identity,
-                key,
-                mig_enabled: None,
-                energy_joules: None,
-                pcie_replays: None,
-                mig_slices_total: None,
-                gpm: None,
-                process_util_last_seen: 0,
-                mig: mig::MigCache::default(),
-            });
+            match GpuWorker::spawn(self.nvml, handle, identity, key, self.opts.clone()) {
+                Ok(w) => gpus.push(w),
+                Err(e) => {
+                    tracing::error!(gpu = index, error = %e, "cannot start the GPU's sampling thread")
+                }
+            }
         }
+        // Dropping the old workers closes their channels; each thread ends after its call.
         self.gpus = gpus;
     }
 
@@ -170,33 +187,55 @@ impl NvmlSource {
             self.last_slow = Some(Instant::now());
         }
         let xids = self.xids.lock().map(|m| m.clone()).unwrap_or_default();
+        for w in &mut self.gpus {
+            w.request(slow_due);
+        }
+        // GPUs answer in parallel; one deadline bounds the whole cycle.
+        let deadline = Instant::now() + self.opts.gpu_timeout;
+        let mut failed = self.ledger.cycle_failed();
         let mut gpus = Vec::with_capacity(self.gpus.len());
-        for gpu in &mut self.gpus {
-            let mut s = device::sample_gpu(&mut self.ledger, gpu, slow_due, self.nvml);
-            if s.up && gpu.mig_enabled == Some(true) && self.opts.collect_mig {
-                s.mig_instances = mig::sample_instances(&mut self.ledger, gpu, self.nvml);
-            }
-            if s.up && self.opts.collect_processes {
-                s.processes = process::sample_processes(
-                    &mut self.ledger,
-                    gpu,
-                    &s.mig_instances,
-                    &mut self.names,
-                    &self.opts.procfs,
-                );
-            }
-            if self.ledger.is_lost(&gpu.key) {
-                s = device::down(&gpu.identity);
-            }
-            s.xid_counts = xids.get(&gpu.identity.uuid).cloned().unwrap_or_default();
+        for w in &mut self.gpus {
+            let (sample, outcome) = w.collect(deadline);
+            let mut s = match (sample, outcome) {
+                (Some(s), worker::Outcome::Answered { failed: f }) => {
+                    failed |= f;
+                    if w.stuck {
+                        tracing::info!(uuid = %w.identity.uuid, "GPU answers again");
+                        w.stuck = false;
+                    }
+                    s
+                }
+                _ => {
+                    failed = true;
+                    self.timeouts += 1;
+                    if !w.stuck {
+                        tracing::warn!(
+                            uuid = %w.identity.uuid,
+                            timeout = ?self.opts.gpu_timeout,
+                            "GPU did not answer in time (a hung NVML call); reported down until it does"
+                        );
+                        w.stuck = true;
+                    }
+                    device::down(&w.identity)
+                }
+            };
+            s.xid_counts = xids.get(&w.identity.uuid).cloned().unwrap_or_default();
             gpus.push(s);
         }
-        self.names.retain_seen();
+        let mut errors = self.ledger.errors().clone();
+        for w in &self.gpus {
+            for (call, n) in &w.errors {
+                *errors.entry(call).or_default() += n;
+            }
+        }
+        if self.timeouts > 0 {
+            errors.insert("gpu_timeout", self.timeouts);
+        }
         NvmlSample {
             driver_version: self.driver_version.clone(),
             gpus,
-            errors_by_call: self.ledger.errors().clone(),
-            success: !self.ledger.cycle_failed(),
+            errors_by_call: errors,
+            success: !failed,
             duration_seconds: started.elapsed().as_secs_f64(),
         }
     }
