@@ -38,9 +38,12 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 echo "== building ${targets[*]} (sanitizer: $sanitizer, $(rustc --version))"
-for t in "${targets[@]}"; do
-    cargo fuzz build --sanitizer "$sanitizer" "$t"
-done
+# One cargo invocation for all of them: tessera is compiled (instrumented) once.
+if [[ ${#targets[@]} -eq 1 ]]; then
+    cargo fuzz build --sanitizer "$sanitizer" "${targets[0]}"
+else
+    cargo fuzz build --sanitizer "$sanitizer"
+fi
 
 logs="$CARGO_TARGET_DIR/fuzz-logs"
 mkdir -p "$logs"
@@ -63,7 +66,7 @@ for t in "${targets[@]}"; do
     set -e
     after=$(count_findings "$t")
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$logs/$t.log" | tail -1)
-    last=$(grep -E '^#[0-9]+ .*cov: ' "$logs/$t.log" | tail -1 || true)
+    last=$(grep -E '^#[0-9]+[[:space:]].*cov: ' "$logs/$t.log" | tail -1 || true)
     cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
     ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
     corp=$(sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p' <<<"$last")

@@ -245,3 +245,20 @@ fn a_hung_call_isolates_its_gpu_and_serving_goes_on() {
     });
     e.stop();
 }
+
+#[test]
+fn nvml_failing_to_initialize_keeps_the_exporter_alive_and_not_ready() {
+    let scenario = support::workspace().join("tests/scenarios/init-fails.yaml");
+    let e = Exporter::builder(scenario).start_unready();
+    e.wait_until("serving", |e| {
+        e.get("/healthz").map(|(s, _)| s == 200).unwrap_or(false)
+    });
+    // Retries run in the background; readiness and /metrics say no sample yet.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(e.get("/readyz").unwrap().0, 503);
+    assert_eq!(e.get("/metrics").unwrap().0, 503);
+    let log = e.stop();
+    let lines = log.lines().filter(|l| l.contains("NVML")).count();
+    assert!(lines <= 3, "one clear line, not one per retry:\n{log}");
+    assert!(log.contains("NVML failed to initialize"), "{log}");
+}

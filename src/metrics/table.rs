@@ -166,5 +166,6 @@ families! {
     TESSERA_SAMPLE_DURATION = "tessera_sample_duration_seconds", Gauge, &[NODE], "Duration of the last whole sample cycle: every source read, the join and the encoding.";
     TESSERA_SERIES_DROPPED = "tessera_series_dropped", Gauge, &[NODE], "Per-container and per-process series left out of this exposition by --metrics.max-series.";
     TESSERA_LABEL_VALUES_TRUNCATED = "tessera_label_values_truncated", Gauge, &[NODE], "Label values cut to --metrics.max-label-value-length in this exposition.";
+    TESSERA_SAMPLES = "tessera_samples", Counter, &[NODE], "Sample cycles published since tessera started.";
     TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE], "Unix time of the sample being served.";
 }

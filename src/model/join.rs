@@ -105,6 +105,8 @@ pub struct Snapshot {
     pub collectors: Vec<CollectorStatus>,
     pub nvml_errors: BTreeMap<&'static str, u64>,
     pub sample_duration_seconds: f64,
+    /// Sample cycles published since start, this one included.
+    pub samples_total: u64,
     pub attribution: AttributionStats,
 }
 
@@ -437,6 +439,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         collectors: inputs.collectors,
         nvml_errors: inputs.nvml.errors_by_call.clone(),
         sample_duration_seconds: inputs.sample_duration_seconds,
+        samples_total: inputs.previous.map_or(1, |p| p.samples_total + 1),
         attribution: stats,
     }
 }

@@ -101,6 +101,15 @@ impl ExporterBuilder {
     }
 
     pub fn start(self) -> Exporter {
+        let exporter = self.start_unready();
+        exporter.wait_until("ready", |e| {
+            e.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false)
+        });
+        exporter
+    }
+
+    /// Starts without waiting for readiness (for exporters that must not become ready).
+    pub fn start_unready(self) -> Exporter {
         let dir = tempfile::tempdir().expect("tempdir");
         let procfs = dir.path().join("proc");
         let scenario_text = std::fs::read_to_string(&self.scenario).expect("scenario");
@@ -136,11 +145,7 @@ impl ExporterBuilder {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn tessera");
-        let exporter = Exporter { child, port, dir };
-        exporter.wait_until("ready", |e| {
-            e.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false)
-        });
-        exporter
+        Exporter { child, port, dir }
     }
 }
 
@@ -234,6 +239,7 @@ const VOLATILE: &[&str] = &[
     "tessera_sample_duration_seconds",
     "gpu_energy_joules_total",
     "gpu_container_idle_seconds_total",
+    "tessera_samples_total",
     "tessera_build_info",
 ];
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Side-by-side footprint of tessera and its peers on one GPU, under the same load: two torch
+# processes, 1 s sample interval for every exporter, a scrape every 15 s, then a burst of
+# sequential scrapes. Runs on the `device` machine. Prints one markdown table last.
+#
+#   carry: target/release/tessera target/release/examples/nvml_cost .peers/ (all-smi binary,
+#          libdrm*.so.*, nvitop-exporter wheels)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+IDLE=${IDLE_SECONDS:-60}
+BURST=${BURST:-200}
+PEERS=${PEERS_DIR:-.peers}
+OUT=${OUT:-/tmp/peers}
+mkdir -p "$OUT"
+LOADS=()
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}" "${LOADS[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+}
+trap cleanup EXIT
+for args in "4096 0.6" "2048 0.4"; do
+  # shellcheck disable=SC2086
+  python3 scripts/device/load.py $args 3600 & LOADS+=($!)
+done
+sleep 8
+results="$OUT/results.jsonl"
+: > "$results"
+
+run() { # name url cmd...
+  local name=$1 url=$2; shift 2
+  "$@" > "$OUT/$name.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  python3 benches/peers/measure.py "$name" "$pid" "$url" "$IDLE" "$BURST" | tee -a "$results"
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+}
+
+run tessera http://127.0.0.1:9949/metrics target/release/tessera --web.listen-address=127.0.0.1:9949 \
+  --sample.interval=1s --kubelet.enabled=false --kube.enabled=false
+
+if [ -d "$PEERS/wheels" ]; then
+  python3 -m pip install -q --no-index --find-links "$PEERS/wheels" --target /tmp/nvitop-site nvitop-exporter >/dev/null 2>&1
+  run nvitop-exporter http://127.0.0.1:9101/metrics env PYTHONPATH=/tmp/nvitop-site \
+    python3 -c 'from nvitop_exporter.cli import main; main()' --bind-address 127.0.0.1 --port 9101 --interval 1.0
+fi
+if [ -x "$PEERS/all-smi" ]; then
+  run all-smi http://127.0.0.1:9102/metrics env LD_LIBRARY_PATH="$PEERS" "$PEERS/all-smi" api --port 9102 --interval 1 --processes
+fi
+python3 benches/peers/nvidia_smi_cost.py | tee -a "$results"
+
+echo; echo "### NVML floor vs tessera's sample cycle"
+target/release/examples/nvml_cost 200 2>&1 | tail -8
+
+echo; echo "### Footprint, same GPU, same load ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader))"
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+f = lambda v, d=2: "—" if v is None else f"{v:.{d}f}"
+print("| exporter | idle CPU (% of a core) | RSS MiB | peak RSS MiB | scrape p50 / p99 ms | CPU ms per scrape | bytes | series |")
+print("|---|---|---|---|---|---|---|---|")
+for r in rows:
+    if "error" in r:
+        print(f"| {r['name']} | {r['error']} |  |  |  |  |  |  |"); continue
+    print(f"| {r['name']} | {f(r.get('idle_cpu_pct'), 3)} | {f(r.get('rss_mib'), 1)} | {f(r.get('peak_rss_mib'), 1)} | "
+          f"{f(r.get('p50_ms'))} / {f(r.get('p99_ms'))} | {f(r.get('cpu_ms_per_scrape'), 3)} | {r.get('bytes', '—')} | {r.get('series', '—')} |")
+PY
