@@ -458,6 +458,11 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
         snap.sample_duration_seconds,
     );
     out.push(
+        &table::TESSERA_SAMPLES,
+        vec![node()],
+        snap.samples_total as f64,
+    );
+    out.push(
         &table::TESSERA_LAST_SAMPLE,
         vec![node()],
         snap.timestamp_seconds,
