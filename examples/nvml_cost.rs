@@ -39,6 +39,18 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
+/// Resident memory, to show what loading NVML itself costs.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut n = 200usize;
@@ -50,6 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let nvml = open(library.as_deref())?;
+    let rss_after_init = rss_kib();
     let slow_every = 10.0; // tessera's default: --nvml.slow-interval=10s at --sample.interval=1s
     let mut rows: Vec<(String, Duration, f64)> = Vec::new();
     for index in 0..nvml.device_count()? {
@@ -211,5 +224,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cpu_per_cycle * 1e6
     );
     println!("| cycle / floor | {:.2}x |", cycle / floor);
+    println!("\n| RSS of this minimal program | KiB |\n|---|---|");
+    println!("| after NVML init | {rss_after_init} |");
+    println!("| after {cycles} tessera sample cycles | {} |", rss_kib());
     Ok(())
 }

@@ -114,8 +114,8 @@ bench() {
   read -r s0 t0 m0 < <($PROBE cpu "$TPID")
   sleep "$IDLE"
   read -r s1 t1 m1 < <($PROBE cpu "$TPID")
-  local rss_idle hwm_idle
-  read -r rss_idle hwm_idle < <($PROBE mem "$TPID")
+  local rss_idle _hwm
+  read -r rss_idle _hwm < <($PROBE mem "$TPID")
   local cycles stat_ms sched_ms sampler_ms idle_pct
   cycles=$(calc "$IDLE / $INTERVAL_S")
   stat_ms=$(calc "format(($s1 - $s0) * 1000 / $cycles, '.2f')")

@@ -82,7 +82,8 @@ struct GpuState {
     pcie_replays: Option<u64>,
     mig_slices_total: Option<u32>,
     gpm: Option<device::GpmState>,
-    process_util_last_seen: u64,
+    /// Newest process-utilization sample seen, per pid.
+    process_util_seen: HashMap<u32, u64>,
     mig: mig::MigCache,
 }
 
@@ -97,7 +98,7 @@ impl GpuState {
             pcie_replays: None,
             mig_slices_total: None,
             gpm: None,
-            process_util_last_seen: 0,
+            process_util_seen: HashMap::new(),
             mig: mig::MigCache::default(),
         }
     }

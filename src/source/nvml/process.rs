@@ -150,10 +150,17 @@ fn apply_utilization(
     if by_pid.is_empty() || ledger.knows_unsupported(&gpu.key, "process_utilization") {
         return;
     }
-    let samples = match gpu
-        .handle
-        .process_utilization_stats(gpu.process_util_last_seen)
-    {
+    // Per-process last-seen times: NVML stamps each process's samples at its own moments, so
+    // one device-wide mark can hide a process whose newest sample is a little older than
+    // another's (seen on the H100 as a busy process reading 0 %).
+    gpu.process_util_seen
+        .retain(|pid, _| by_pid.contains_key(pid));
+    let since = by_pid
+        .keys()
+        .map(|pid| gpu.process_util_seen.get(pid).copied().unwrap_or(0))
+        .min()
+        .unwrap_or(0);
+    let samples = match gpu.handle.process_utilization_stats(since) {
         Ok(s) => s,
         Err(NvmlError::NotFound) => Vec::new(),
         Err(e) => {
@@ -163,7 +170,8 @@ fn apply_utilization(
     };
     let mut sums: HashMap<u32, (f64, f64, u32)> = HashMap::new();
     for s in &samples {
-        if s.timestamp <= gpu.process_util_last_seen {
+        let seen = gpu.process_util_seen.get(&s.pid).copied().unwrap_or(0);
+        if s.timestamp <= seen || !by_pid.contains_key(&s.pid) {
             continue;
         }
         let e = sums.entry(s.pid).or_default();
@@ -171,8 +179,11 @@ fn apply_utilization(
         e.1 += f64::from(s.mem_util);
         e.2 += 1;
     }
-    if let Some(newest) = samples.iter().map(|s| s.timestamp).max() {
-        gpu.process_util_last_seen = gpu.process_util_last_seen.max(newest);
+    for s in &samples {
+        if by_pid.contains_key(&s.pid) {
+            let seen = gpu.process_util_seen.entry(s.pid).or_default();
+            *seen = (*seen).max(s.timestamp);
+        }
     }
     for p in by_pid.values_mut() {
         let (sm, mem) = match sums.get(&p.pid) {
