@@ -2,6 +2,7 @@
 # Installs what the test suite needs beyond the Rust toolchain, when it is missing:
 # Debian's prometheus (prometheus + promtool) and kubernetes-validate from PyPI.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v curl >/dev/null; then
@@ -10,8 +11,8 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! c
 fi
 # Debian's prometheus package starts a system service; the tests run their own.
 $sudo_cmd systemctl stop prometheus 2>/dev/null || true
-if ! python3 -c 'import kubernetes_validate' 2>/dev/null; then
-  python3 -m pip install -q 'kubernetes-validate==1.31.0'
+if ! command -v kubernetes-validate >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; then
+  python3 -m pip install -q -r tests/prometheus/requirements.txt
 fi
 if ! command -v kubectl >/dev/null; then
   echo "kubectl (with kustomize) is required for the manifest tests" >&2

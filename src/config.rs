@@ -278,8 +278,14 @@ impl Settings {
             &cli.listen_address,
             default_listen(),
             |s| {
-                s.parse::<SocketAddr>()
-                    .map_err(|_| "expected host:port, e.g. 0.0.0.0:9949".into())
+                // `:9949` means every address, as in Prometheus exporters' flags.
+                let full = if s.starts_with(':') {
+                    format!("0.0.0.0{s}")
+                } else {
+                    s.to_owned()
+                };
+                full.parse::<SocketAddr>()
+                    .map_err(|_| "expected host:port or :port, e.g. 0.0.0.0:9949".into())
             },
         );
         let enable_debug = r.get("web.enable-debug", &cli.enable_debug, false, parse_bool);
@@ -483,6 +489,8 @@ mod tests {
         assert_eq!(s.sample_interval, Duration::from_secs(1));
         assert!(s.collect_processes && !s.enable_debug && !s.demo);
         assert_eq!(s.node_name, "n1");
+        let s = Settings::resolve(&cli(&["--web.listen-address=:9950"])).unwrap();
+        assert_eq!(s.listen_address.to_string(), "0.0.0.0:9950");
     }
 
     #[test]
