@@ -8,6 +8,7 @@
 #   scripts/bench-callgrind.sh            # build the bench, measure, print markdown
 #   CYCLES=5 scripts/bench-callgrind.sh   # more measured cycles per point (default 3)
 #   BENCH_BIN=path/to/join_encode-… scripts/bench-callgrind.sh   # skip the build
+#   ALL=1 scripts/bench-callgrind.sh      # also the processes (10…2,000) and pods (1…500) curves
 #
 # Outputs (callgrind files, the annotated profile of the dense point) stay in
 # target/bench-callgrind/.
@@ -95,6 +96,20 @@ for v in "${verdicts[@]}"; do echo "- $v"; done
 dense="$OUT/callgrind.8-gpus-mig-on.out"
 callgrind_annotate "$dense" >"$OUT/annotate-dense.txt" 2>/dev/null || true
 callgrind_annotate --inclusive=yes "$dense" >"$OUT/annotate-dense-inclusive.txt" 2>/dev/null || true
+if [ -n "${ALL:-}" ]; then
+  echo
+  echo "### 8 GPUs with MIG: processes and pods varied"
+  echo
+  echo "| processes | pods | series | bytes | Ir per cycle | Ir per series | Ir per byte |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|"
+  for spec in "10 300" "100 300" "500 300" "1000 300" "2000 300" "500 1" "500 10" "500 100" "500 500"; do
+    read -r procs pods <<<"$spec"
+    read -r series bytes ir < <(measure 8 "$procs" "$pods" on "$OUT/callgrind.8-gpus-$procs-procs-$pods-pods.out")
+    per_cycle=$((ir / CYCLES))
+    echo "| $procs | $pods | $series | $bytes | $per_cycle | $((per_cycle / series)) | $(awk -v a="$per_cycle" -v b="$bytes" 'BEGIN { printf "%.1f", a / b }') |"
+  done
+fi
+
 share() { # inclusive share of the first function matching $1
   grep -E "$1" "$OUT/annotate-dense-inclusive.txt" | head -1 | sed -E 's/^ *[0-9,]+ \( *([0-9.]+)%\).*/\1 %/'
 }

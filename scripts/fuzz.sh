@@ -13,9 +13,10 @@
 # Works on the stable toolchain: cargo-fuzz passes `-Zsanitizer=…` to rustc, which stable accepts
 # with RUSTC_BOOTSTRAP=1 (stable ships the sanitizer runtimes); `none` needs no -Z flag at all.
 # The corpus that libFuzzer grows lives in fuzz/target/corpus/<target> (ignored); the checked-in
-# seeds in fuzz/corpus/<target> are only read. Crashes land in fuzz/artifacts/<target>/;
-# reproduce with `cargo fuzz run <target> <file>`, shrink with `cargo fuzz tmin <target> <file>`
-# (same RUSTC_BOOTSTRAP and sanitizer). Exits 1 when any target found a crash.
+# seeds in fuzz/corpus/<target> are only read. All targets are built by one `cargo fuzz build`,
+# then run from that build. Crashes land in fuzz/artifacts/<target>/; reproduce with
+# `cargo fuzz run <target> <file>`, shrink with `cargo fuzz tmin <target> <file>` (with the same
+# RUSTC_BOOTSTRAP=1 and sanitizer). Exits 1 when any target found a crash.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,6 +30,8 @@ if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/fuzz/target}"
+# What `cargo fuzz run` sets too, since the binaries are run directly below.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_odr_violation=0}"
 # The config_file target resolves flags too; keep the caller's TESSERA_* settings out of it.
 while IFS= read -r var; do unset "$var"; done < <(env | sed -n 's/^\(TESSERA_[A-Za-z0-9_]*\)=.*/\1/p')
 
@@ -45,8 +48,11 @@ else
     cargo fuzz build --sanitizer "$sanitizer"
 fi
 
+triple="$(rustc -vV | sed -n 's/^host: //p')"
+bin_dir="$CARGO_TARGET_DIR/$triple/release"
 logs="$CARGO_TARGET_DIR/fuzz-logs"
-mkdir -p "$logs"
+# config_file writes each input to a temp file; keep those under the ignored target dir.
+mkdir -p "$logs" "$CARGO_TARGET_DIR/tmp"
 count_findings() {
     find "artifacts/$1" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'oom-*' -o -name 'timeout-*' -o -name 'leak-*' \) 2>/dev/null | wc -l
 }
@@ -58,10 +64,12 @@ for t in "${targets[@]}"; do
     mkdir -p "$work" "corpus/$t" "artifacts/$t"
     before=$(count_findings "$t")
     echo "== fuzzing $t for ${seconds}s (log: $logs/$t.log)"
+    # The binary `cargo fuzz run` would start, with its arguments, but without a rebuild between
+    # targets: tessera may be edited meanwhile, and the table should describe one build.
     set +e
-    cargo fuzz run --sanitizer "$sanitizer" "$t" "$work" "corpus/$t" -- \
+    TMPDIR="$CARGO_TARGET_DIR/tmp" "$bin_dir/$t" -artifact_prefix="$root/fuzz/artifacts/$t/" \
         -max_total_time="$seconds" -timeout="$per_input_timeout" -print_final_stats=1 \
-        >"$logs/$t.log" 2>&1
+        "$work" "corpus/$t" >"$logs/$t.log" 2>&1
     rc=$?
     set -e
     after=$(count_findings "$t")

@@ -3,8 +3,8 @@
 # processes, 1 s sample interval for every exporter, a scrape every 15 s, then a burst of
 # sequential scrapes. Runs on the `device` machine. Prints one markdown table last.
 #
-#   carry: target/release/tessera target/release/examples/nvml_cost .peers/ (all-smi binary,
-#          libdrm*.so.*, nvitop-exporter wheels)
+#   carry: .peers/ — stripped tessera and nvml_cost (TESSERA_BIN, NVML_COST_BIN), the all-smi
+#          binary with the libdrm*.so.* it needs, and nvitop-exporter's wheels (.peers/wheels)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 IDLE=${IDLE_SECONDS:-60}
@@ -36,7 +36,9 @@ run() { # name url cmd...
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 }
 
-run tessera http://127.0.0.1:9949/metrics target/release/tessera --web.listen-address=127.0.0.1:9949 \
+TESSERA=${TESSERA_BIN:-target/release/tessera}
+NVML_COST=${NVML_COST_BIN:-target/release/examples/nvml_cost}
+run tessera http://127.0.0.1:9949/metrics "$TESSERA" --web.listen-address=127.0.0.1:9949 \
   --sample.interval=1s --kubelet.enabled=false --kube.enabled=false
 
 if [ -d "$PEERS/wheels" ]; then
@@ -45,12 +47,12 @@ if [ -d "$PEERS/wheels" ]; then
     python3 -c 'from nvitop_exporter.cli import main; main()' --bind-address 127.0.0.1 --port 9101 --interval 1.0
 fi
 if [ -x "$PEERS/all-smi" ]; then
-  run all-smi http://127.0.0.1:9102/metrics env LD_LIBRARY_PATH="$PEERS" "$PEERS/all-smi" api --port 9102 --interval 1 --processes
+  run all-smi http://127.0.0.1:9102/metrics env LD_LIBRARY_PATH="$PEERS" "$PEERS/all-smi" api --port 9102 --interval 1 --processes=true
 fi
 python3 benches/peers/nvidia_smi_cost.py | tee -a "$results"
 
 echo; echo "### NVML floor vs tessera's sample cycle"
-target/release/examples/nvml_cost 200 2>&1 | tail -8
+"$NVML_COST" 200 2>&1 | tail -14
 
 echo; echo "### Footprint, same GPU, same load ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader))"
 python3 - "$results" <<'PY'

@@ -8,7 +8,8 @@ use libfuzzer_sys::fuzz_target;
 use tessera::source::cgroup::{parse_cgroup, ContainerRuntime, MAX_CGROUP_FILE_BYTES};
 
 fn lower_hex(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn canonical_pod_uid(uid: &str) -> bool {
@@ -46,7 +47,10 @@ fuzz_target!(|data: &[u8]| {
                 "pod uid {uid:?} not in input"
             );
         } else {
-            assert!(folded.contains(uid.as_str()), "pod uid {uid:?} not in input");
+            assert!(
+                folded.contains(uid.as_str()),
+                "pod uid {uid:?} not in input"
+            );
         }
     } else {
         assert!(id.qos.is_none(), "QoS without a pod: {id:?}");
@@ -57,15 +61,30 @@ fuzz_target!(|data: &[u8]| {
                 (12..=128).contains(&cid.len()) && lower_hex(cid),
                 "container id not 12-128 lowercase hex: {cid:?}"
             );
-            assert!(folded.contains(cid.as_str()), "container id {cid:?} not in input");
+            assert!(
+                folded.contains(cid.as_str()),
+                "container id {cid:?} not in input"
+            );
         }
-        None => assert_eq!(id.runtime, ContainerRuntime::Unknown, "runtime without container"),
+        None => assert_eq!(
+            id.runtime,
+            ContainerRuntime::Unknown,
+            "runtime without container"
+        ),
     }
     // An extra empty line, or CRLF line ends, change nothing.
     let again = parse_cgroup(&format!("{text}\n"));
-    assert_eq!(again.as_ref(), Some(&id), "trailing newline changed the result");
+    assert_eq!(
+        again.as_ref(),
+        Some(&id),
+        "trailing newline changed the result"
+    );
     if !text.contains('\r') {
         let crlf = text.replace('\n', "\r\n");
-        assert_eq!(parse_cgroup(&crlf).as_ref(), Some(&id), "CRLF changed the result");
+        assert_eq!(
+            parse_cgroup(&crlf).as_ref(),
+            Some(&id),
+            "CRLF changed the result"
+        );
     }
 });

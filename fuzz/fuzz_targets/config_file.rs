@@ -35,7 +35,8 @@ fuzz_target!(|data: &[u8]| {
     let path = config_path();
     std::fs::write(path, data).expect("write temp config");
     let arg = path.to_str().expect("utf-8 temp path");
-    let cli = Cli::try_parse_from(["tessera", "--config.file", arg]).expect("clap accepts the flag");
+    let cli =
+        Cli::try_parse_from(["tessera", "--config.file", arg]).expect("clap accepts the flag");
     let result = Settings::resolve(&cli);
     match &result {
         Ok(s) => {
@@ -58,12 +59,19 @@ fuzz_target!(|data: &[u8]| {
                     }
                 }
                 if let ConfigError::UnknownKey { key, .. } = e {
-                    assert!(!FLAGS.contains(&key.as_str()), "known key {key:?} reported unknown");
+                    assert!(
+                        !FLAGS.contains(&key.as_str()),
+                        "known key {key:?} reported unknown"
+                    );
                 }
             }
         }
     }
     // Resolving is a pure function of the file (and environment): same input, same outcome.
     let again = Settings::resolve(&cli);
-    assert_eq!(format!("{result:?}"), format!("{again:?}"), "resolve is not deterministic");
+    assert_eq!(
+        format!("{result:?}"),
+        format!("{again:?}"),
+        "resolve is not deterministic"
+    );
 });

@@ -24,17 +24,27 @@ fn check_device_id(raw: &str) {
     if !raw.bytes().any(|b| (b'A'..=b'F').contains(&b)) {
         assert_eq!(shown, raw, "lowercase input must round-trip");
     }
-    assert_eq!(parse_device_id(&shown), id, "parse(to_string) differs for {raw:?}");
+    assert_eq!(
+        parse_device_id(&shown),
+        id,
+        "parse(to_string) differs for {raw:?}"
+    );
     if let Some(uuid) = id.uuid() {
         assert!(
             uuid.len() == 40 && (uuid.starts_with("GPU-") || uuid.starts_with("MIG-")),
             "bad uuid {uuid:?}"
         );
         assert_eq!(id.device.bare_uuid(), uuid.get(4..));
-        assert!(!uuid[4..].bytes().any(|b| b.is_ascii_uppercase()), "uuid not lowered: {uuid:?}");
+        assert!(
+            !uuid[4..].bytes().any(|b| b.is_ascii_uppercase()),
+            "uuid not lowered: {uuid:?}"
+        );
     }
     if let Some(gpu) = id.device.gpu_uuid() {
-        assert!(gpu.starts_with("GPU-") && gpu.len() == 40, "bad gpu uuid {gpu:?}");
+        assert!(
+            gpu.starts_with("GPU-") && gpu.len() == 40,
+            "bad gpu uuid {gpu:?}"
+        );
     }
 }
 
@@ -44,20 +54,31 @@ fn check_resource(name: &str) {
     let with_extra = ResourceMatcher::new(vec![name.to_owned()]).classify(name);
     match &plain {
         Some(kind) => assert_eq!(with_extra.as_ref(), Some(kind), "extra changed {name:?}"),
-        None => assert_eq!(with_extra, Some(ResourceKind::Extra), "extra not matched {name:?}"),
+        None => assert_eq!(
+            with_extra,
+            Some(ResourceKind::Extra),
+            "extra not matched {name:?}"
+        ),
     }
     match plain {
         None => {}
         Some(ResourceKind::Extra) => panic!("Extra without extras configured: {name:?}"),
         Some(ResourceKind::Gpu { shared }) => {
-            let want = if shared { "nvidia.com/gpu.shared" } else { "nvidia.com/gpu" };
+            let want = if shared {
+                "nvidia.com/gpu.shared"
+            } else {
+                "nvidia.com/gpu"
+            };
             assert_eq!(name, want);
         }
         Some(ResourceKind::Mig { profile, shared }) => {
             // NVML's `+` back to the device plugin's `.` gives back the resource name.
             let suffix = if shared { ".shared" } else { "" };
             let rebuilt = format!("nvidia.com/mig-{}{suffix}", profile.replacen('+', ".", 1));
-            assert_eq!(rebuilt, name, "profile {profile:?} does not rebuild the name");
+            assert_eq!(
+                rebuilt, name,
+                "profile {profile:?} does not rebuild the name"
+            );
             // `.shared` is only ever the rename suffix, never an attribute of the profile.
             assert!(
                 !profile.split(['.', '+']).any(|attr| attr == "shared"),

@@ -24,7 +24,10 @@ fuzz_target!(|data: &[u8]| {
         "h" => 3600.0,
         _ => panic!("accepted {s:?} with unit {unit:?}"),
     };
-    assert!(!num.is_empty() && num.bytes().any(|b| b.is_ascii_digit()), "{s:?}");
+    assert!(
+        !num.is_empty() && num.bytes().any(|b| b.is_ascii_digit()),
+        "{s:?}"
+    );
     let n: f64 = num.parse().expect("accepted number must parse");
     assert!(n.is_finite() && n >= 0.0, "accepted {s:?} as {n}");
     // The Duration is the number times the unit (to f64 precision), never NaN-derived or huge.
@@ -32,7 +35,10 @@ fuzz_target!(|data: &[u8]| {
     let got = d.as_secs_f64();
     assert!(got.is_finite() && got >= 0.0, "{s:?} -> {d:?}");
     let tolerance = want.abs() * 1e-12 + 1e-9;
-    assert!((got - want).abs() <= tolerance, "{s:?} -> {d:?}, want {want} s");
+    assert!(
+        (got - want).abs() <= tolerance,
+        "{s:?} -> {d:?}, want {want} s"
+    );
     // Surrounding whitespace never matters.
     assert_eq!(parse_duration(&format!(" {t}\t")), Ok(d));
 });

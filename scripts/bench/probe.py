@@ -4,11 +4,12 @@
   probe.py wait URL TIMEOUT_S        wait for /readyz, every collector up, and a series count
                                      unchanged over 3 scrapes 1 s apart; prints the count
   probe.py scrape URL                "bytes series sample_duration_s nvml_duration_s"
-  probe.py cpu PID                   "stat_s schedstat_s sampler_s": CPU time of the process from
-                                     /proc/PID/stat (utime+stime, clock ticks), the sum over its
-                                     threads' schedstat (ns), and the tessera-sampler thread's
+  probe.py cpu PID                   "stat_s schedstat_s sampler_s xid_s": CPU time of the process
+                                     from /proc/PID/stat (utime+stime, clock ticks), the sum over
+                                     its threads' schedstat (ns), and that of the tessera-sampler
+                                     and tessera-xid threads
   probe.py threads PID               one line per thread: "name cpu_s"
-  probe.py mem PID                   "vmrss_kib vmhwm_kib"
+  probe.py mem PID                   "vmrss_kib vmhwm_kib rssanon_kib rssfile_kib"
 """
 import os
 import socket
@@ -103,7 +104,8 @@ def cmd_cpu(pid):
     t = threads(pid)
     total = sum(s for _, s in t)
     sampler = sum(s for n, s in t if n.startswith("tessera-sampler"))
-    print(f"{ticks / os.sysconf('SC_CLK_TCK'):.6f} {total:.6f} {sampler:.6f}")
+    xid = sum(s for n, s in t if n.startswith("tessera-xid"))
+    print(f"{ticks / os.sysconf('SC_CLK_TCK'):.6f} {total:.6f} {sampler:.6f} {xid:.6f}")
 
 
 def cmd_threads(pid):
@@ -116,9 +118,9 @@ def cmd_mem(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 got[key] = int(rest.split()[0])
-    print(got.get("VmRSS", 0), got.get("VmHWM", 0))
+    print(*(got.get(k, 0) for k in ("VmRSS", "VmHWM", "RssAnon", "RssFile")))
 
 
 def main(argv):
