@@ -6,7 +6,6 @@ cd "$(dirname "$0")/.."
 BIN=${TESSERA_BIN:-target/release/tessera}
 CONNS=${CONNS:-200}
 SECONDS_=${DURATION:-60}
-command -v wrk >/dev/null || { apt-get install -y -q wrk >/dev/null; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$BIN" --demo --web.listen-address=127.0.0.1:"$port" --log.level=warn 2>/dev/null &
 pid=$!
