@@ -171,18 +171,6 @@ fn scenario(l: &Layout) -> String {
     y
 }
 
-fn kubeconfig(dir: &Path, url: &str) -> std::io::Result<PathBuf> {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters: [{{name: fake, cluster: {{server: \"{url}\"}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\nusers: [{{name: fake, user: {{}}}}]\n"
-        ),
-    )?;
-    Ok(path)
-}
-
 /// SIGTERM, then SIGKILL if it has not exited within 5 s.
 fn stop(child: &mut Child) -> std::io::Result<()> {
     if child.try_wait()?.is_some() {
@@ -278,7 +266,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         ..Default::default()
     })
     .await?;
-    let kubeconfig = kubeconfig(dir.path(), &api.url())?;
+    let kubeconfig = tessera::demo::cluster::write_kubeconfig(dir.path(), &api.url())?;
 
     let mut child = Command::new(&args.tessera)
         .arg(format!("--nvml.library={}", library.display()))

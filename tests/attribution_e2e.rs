@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -163,19 +162,6 @@ fn api_cluster(plans: &[PodPlan]) -> FakeCluster {
     }
 }
 
-fn kubeconfig(dir: &Path, url: &str) -> std::path::PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters: [{{name: fake, cluster: {{server: \"{url}\"}}}}]\n\
-             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\nusers: [{{name: fake, user: {{}}}}]\n"
-        ),
-    )
-    .expect("kubeconfig");
-    path
-}
-
 fn scenario() -> std::path::PathBuf {
     support::workspace().join("tests/scenarios/cluster.yaml")
 }
@@ -220,7 +206,10 @@ impl Cluster {
         let plans = self.plans.clone();
         let mut b = Exporter::builder(scenario())
             .with_cluster()
-            .env("KUBECONFIG", kubeconfig(self.dir.path(), &self.api.url()))
+            .env(
+                "KUBECONFIG",
+                cluster::write_kubeconfig(self.dir.path(), &self.api.url()).unwrap(),
+            )
             .with_procfs(move |root| cluster::write_cgroups(&plans, root).unwrap())
             .arg(format!(
                 "--kubelet.pod-resources-socket={}",

@@ -161,6 +161,19 @@ pub fn node(name: &str, labels: BTreeMap<String, String>) -> Node {
     }
 }
 
+/// A kubeconfig that points kube clients at a (fake) API server, for tests and tools.
+pub fn write_kubeconfig(dir: &Path, url: &str) -> std::io::Result<std::path::PathBuf> {
+    let path = dir.join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\nclusters: [{{name: fake, cluster: {{server: \"{url}\"}}}}]\n\
+             contexts: [{{name: fake, context: {{cluster: fake, user: fake}}}}]\nusers: [{{name: fake, user: {{}}}}]\n"
+        ),
+    )?;
+    Ok(path)
+}
+
 /// Writes `/proc/<pid>/cgroup` for every planned process.
 pub fn write_cgroups(pods: &[PodPlan], procfs: &Path) -> std::io::Result<()> {
     for pod in pods {

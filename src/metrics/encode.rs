@@ -523,7 +523,8 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
     let dropped_series = out.dropped;
     let mut registry = Registry::default();
     registry.register_collector(Box::new(out));
-    let mut text = String::with_capacity(series * 160);
+    // About 300 bytes a series were measured on a dense node; one allocation, no regrowth.
+    let mut text = String::with_capacity(series * 320);
     // Writing into a String cannot fail; an encoder error would be a bug in a label set.
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
         tracing::error!(error = %e, "encoding metrics failed");
