@@ -210,7 +210,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             // `cargo build -p fake-nvml` puts it beside the binary; as a dependency of
             // tessera it is only in deps/.
             let dir = args.tessera.parent().ok_or("--tessera has no parent")?;
-            [dir.join("libfake_nvml.so"), dir.join("deps/libfake_nvml.so")]
+            [dir.join("deps/libfake_nvml.so"), dir.join("libfake_nvml.so")]
                 .into_iter()
                 .find(|p| p.is_file())
                 .ok_or_else(|| {

@@ -12,12 +12,13 @@ pub fn workspace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// cargo builds the fake library beside the binary (tessera depends on the fake-nvml crate).
+/// tessera depends on the fake-nvml crate, so cargo builds the cdylib into `deps/` beside the
+/// binary; a copy one level up exists only when fake-nvml itself was built, and can be stale.
 pub fn fake_library() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_tessera"));
     let lib = bin
         .parent()
-        .map(|d| d.join("libfake_nvml.so"))
+        .map(|d| d.join("deps").join("libfake_nvml.so"))
         .unwrap_or_default();
     assert!(
         lib.is_file(),
