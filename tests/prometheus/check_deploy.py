@@ -27,22 +27,12 @@ import sys
 
 import yaml
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checker import Checker  # noqa: E402
+
 DEFAULT_PORT = 9949
 SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 IMAGE = "ghcr.io/tessera-gpu/tessera:0.1.0"
-
-
-class Checker:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, cond, msg):
-        if cond:
-            self.passed += 1
-            print(f"ok    {msg}")
-        else:
-            self.failed += 1
-            print(f"FAIL  {msg}")
 
 
 def load(path):

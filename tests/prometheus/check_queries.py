@@ -29,27 +29,11 @@ import urllib.request
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checker import Checker  # noqa: E402
 from promql_names import dashboard_queries, load_rules, metric_names, substitute  # noqa: E402
 
 PROM_BUILTIN = {"up", "scrape_duration_seconds", "scrape_samples_scraped",
                 "scrape_samples_post_metric_relabeling", "scrape_series_added", "ALERTS", "ALERTS_FOR_STATE"}
-
-
-class Checker:
-    def __init__(self):
-        self.passed = 0
-        self.failed = 0
-
-    def ok(self, msg):
-        self.passed += 1
-        print(f"ok    {msg}")
-
-    def fail(self, msg):
-        self.failed += 1
-        print(f"FAIL  {msg}")
-
-    def note(self, msg):
-        print(f"note  {msg}")
 
 
 def get(prom, path, **params):

@@ -21,24 +21,12 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checker import Checker  # noqa: E402
 from promql_names import load_rules, walk_panels  # noqa: E402
 
 RUNBOOK_PREFIX = "https://github.com/tessera-gpu/tessera/blob/main/docs/runbooks.md#"
 SEVERITIES = {"critical", "warning", "info"}
 DS_REFS = {"${datasource}", "$datasource"}
-
-
-class Checker:
-    def __init__(self):
-        self.passed = self.failed = 0
-
-    def check(self, cond, msg):
-        if cond:
-            self.passed += 1
-            print(f"ok    {msg}")
-        else:
-            self.failed += 1
-            print(f"FAIL  {msg}")
 
 
 def github_anchors(markdown):
