@@ -27,7 +27,6 @@ use crate::source::SourceState;
 pub struct Published {
     pub snapshot: Arc<Snapshot>,
     pub exposition: Bytes,
-    pub series: usize,
 }
 
 pub type PublishedRx = watch::Receiver<Option<Arc<Published>>>;
@@ -219,7 +218,6 @@ impl Sampler {
         self.previous = Some(snapshot.clone());
         self.tx.send_replace(Some(Arc::new(Published {
             snapshot,
-            series: exposition.series,
             exposition: Bytes::from(exposition.text),
         })));
         self.last_cycle_seconds = started.elapsed().as_secs_f64();
