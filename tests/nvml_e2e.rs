@@ -262,3 +262,57 @@ fn nvml_failing_to_initialize_keeps_the_exporter_alive_and_not_ready() {
     assert!(lines <= 3, "one clear line, not one per retry:\n{log}");
     assert!(log.contains("NVML failed to initialize"), "{log}");
 }
+
+fn has_series(m: &str, family: &str, needle: &str) -> bool {
+    m.lines()
+        .any(|l| l.starts_with(&format!("{family}{{")) && l.contains(needle))
+}
+
+#[test]
+fn a_live_mig_repartition_leaves_no_stale_series() {
+    const OLD_3G: &str = "MIG-3a000000-0000-4000-8000-000000000001";
+    const OLD_2G: &str = "MIG-2b000000-0000-4000-8000-000000000002";
+    const NEW_1G: &str = "MIG-4d000000-0000-4000-8000-000000000004";
+    const NEW_3G: &str = "MIG-3f000000-0000-4000-8000-000000000006";
+    let activity = "gpu_mig_instance_sm_activity_ratio";
+    let e = Exporter::builder(scenario("mig-repartition.yaml")).start();
+    e.wait_until("the 2g.20gb's activity", |e| {
+        has_series(&e.metrics(), activity, OLD_2G)
+    });
+
+    e.wait_until("the split layout", |e| e.metrics().contains(NEW_1G));
+    let m = e.settle();
+    assert!(!m.contains(OLD_2G), "destroyed instance left series:\n{m}");
+    assert!(!m.contains(r#"pid="3102""#), "its process left series");
+    assert_eq!(
+        m.lines()
+            .filter(|l| l.starts_with("gpu_mig_instance_info{"))
+            .count(),
+        4
+    );
+    assert!(m
+        .lines()
+        .any(|l| l.starts_with("gpu_process_memory_used_bytes{")
+            && l.contains(r#"pid="3103""#)
+            && l.contains(NEW_1G)));
+
+    // Destroyed and recreated between two samples under the same GPU instance id: a GPM delta
+    // across the two would mix instances (and the driver refuses it).
+    e.wait_until("the recreated 3g.40gb's activity", |e| {
+        has_series(&e.metrics(), activity, NEW_3G)
+    });
+    let m = e.settle();
+    assert!(!m.contains(OLD_3G), "destroyed instance left series:\n{m}");
+    assert_eq!(
+        value(&m, "tessera_nvml_errors_total{"),
+        None,
+        "no NVML call failed across the re-partitions:\n{m}"
+    );
+    assert!(has_series(
+        &m,
+        "gpu_process_memory_used_bytes",
+        r#"pid="3201""#
+    ));
+    assert_golden("mig-repartitioned", &m);
+    e.stop();
+}

@@ -4,7 +4,7 @@
 //! memory and GPM values. The constants are fitted to the H100 fixtures.
 
 use crate::scenario::{GpmSpec, GpuPhaseSpec, ProcessKind, ProcessSpec};
-use crate::world::{find_instance, GpuDef};
+use crate::world::{find_instance, GpuDef, MigLayout};
 
 /// Memory the driver's context takes besides what processes report: the
 /// fixtures show 1635 MiB used for two 810 MiB processes, 0 MiB when idle.
@@ -119,7 +119,7 @@ pub struct ProcState {
     pub instance: Option<usize>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct MigActivity {
     pub gpm: GpmValues,
     pub memory_used_mib: u64,
@@ -177,6 +177,7 @@ fn used_mib(procs: &[&ProcState]) -> u64 {
 /// `xids` is left empty; the caller fills it from the phase.
 pub fn resolve_phase_gpu(
     gpu: &GpuDef,
+    layout: &MigLayout,
     spec: &GpuPhaseSpec,
     procs: &[&ProcessSpec],
 ) -> Result<GpuActivity, String> {
@@ -185,7 +186,7 @@ pub fn resolve_phase_gpu(
     for p in procs {
         let instance = match (&gpu.mig, &p.mig_instance) {
             (Some(_), Some(r)) => {
-                Some(find_instance(gpu, r).map_err(|e| format!("pid {}: {e}", p.pid))?)
+                Some(find_instance(gpu, layout, r).map_err(|e| format!("pid {}: {e}", p.pid))?)
             }
             (Some(_), None) => {
                 return Err(format!(
@@ -238,12 +239,17 @@ pub fn resolve_phase_gpu(
         Some(instances) => {
             let mut explicit = vec![None; instances.len()];
             for (r, g) in &spec.mig_gpm {
-                let i = find_instance(gpu, r).map_err(|e| format!("mig_gpm: {e}"))?;
+                let i = find_instance(gpu, layout, r).map_err(|e| format!("mig_gpm: {e}"))?;
                 explicit[i] = Some(g);
             }
             let (mut util, mut mem) = (0.0, 0.0);
             let mut weighted = GpmValues::default();
+            // Slots of instances that do not exist in this phase stay idle.
+            mig.resize_with(instances.len(), MigActivity::default);
             for (i, inst) in instances.iter().enumerate() {
+                if !layout.contains(i) {
+                    continue;
+                }
                 let in_i = |p: &ProcState| p.instance == Some(i);
                 let iu = sum_util(&in_i, |p| p.sm_util);
                 let im = sum_util(&in_i, |p| p.mem_util);
@@ -261,10 +267,10 @@ pub fn resolve_phase_gpu(
                         inst.profile.name, used, inst.profile.memory_mib
                     ));
                 }
-                mig.push(MigActivity {
+                mig[i] = MigActivity {
                     gpm,
                     memory_used_mib: used,
-                });
+                };
             }
             (util.min(100.0), mem.min(100.0), weighted)
         }

@@ -119,9 +119,12 @@ pub extern "C" fn nvmlGpmMigSampleGet(
     entry("nvmlGpmMigSampleGet", Target::Device(device), |ctx| {
         let gpu = gpm_gpu(ctx)?;
         let instances = gpu.mig.as_ref().ok_or(INVALID_ARGUMENT)?;
-        let instance = instances
+        let layout = &ctx.world.phase(ctx.phase).mig[gpu.index];
+        let instance = layout
+            .listed
             .iter()
-            .position(|m| m.gpu_instance_id == gpu_instance_id)
+            .copied()
+            .find(|&slot| instances[slot].gpu_instance_id == gpu_instance_id)
             .ok_or(INVALID_ARGUMENT)?;
         let rec = GpmSampleRec {
             gpu: gpu.index,

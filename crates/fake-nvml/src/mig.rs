@@ -76,7 +76,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
             if index >= 7 {
                 return Err(INVALID_ARGUMENT);
             }
-            let slot = *gpu.mig_order.get(index as usize).ok_or(NOT_FOUND)?;
+            let layout = &ctx.world.phase(ctx.phase).mig[gpu.index];
+            let slot = *layout.enumerated.get(index as usize).ok_or(NOT_FOUND)?;
             *dst = device_handle(DevRef {
                 gpu: gpu.index,
                 mig: Some(slot),

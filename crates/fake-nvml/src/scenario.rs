@@ -92,14 +92,14 @@ pub enum Virtualization {
     HostVsga,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigSpec {
     #[serde(default)]
     pub instances: Vec<MigInstanceSpec>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MigInstanceSpec {
     pub profile: String,
@@ -177,6 +177,10 @@ pub struct GpuPhaseSpec {
     #[serde(default)]
     pub lost: bool,
     pub memory_used_mib: Option<u64>,
+    /// A live re-partition: the MIG layout from this phase on (until another phase sets one;
+    /// a repeating timeline starts over from `gpus[].mig`). Instances keep their identity when
+    /// they keep their UUID or, without one, their profile, placement and ids.
+    pub mig: Option<MigSpec>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]

@@ -308,6 +308,12 @@ pub fn entry(name: &'static str, target: Target, body: impl FnOnce(&mut Ctx) -> 
             if world.phase(phase).gpus[d.gpu].lost {
                 return Err(GPU_IS_LOST);
             }
+            // The handle of a MIG instance destroyed by a re-partition is stale.
+            if d.mig
+                .is_some_and(|slot| !world.phase(phase).mig[d.gpu].contains(slot))
+            {
+                return Err(INVALID_ARGUMENT);
+            }
         }
         let mut ctx = Ctx {
             rt,

@@ -159,6 +159,7 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
                     .iter()
                     .flatten()
                     .position(|m| m.uuid == wanted)
+                    .filter(|&slot| phase.mig[gi].contains(slot))
                     .map(Some)
             };
             if let Some(mig) = found {

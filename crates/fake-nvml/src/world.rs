@@ -28,6 +28,35 @@ pub struct World {
 pub struct Phase {
     pub gpus: Vec<GpuActivity>,
     pub faults: Vec<Fault>,
+    /// `mig[g]`: the MIG instances of GPU g that exist during the phase.
+    pub mig: Vec<MigLayout>,
+}
+
+/// Instances as slots of `GpuDef::mig`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigLayout {
+    /// In the order the scenario lists them, which `mig_instance: <index>` refers to.
+    pub listed: Vec<usize>,
+    /// In the order NVML enumerates them (by GPU instance id), for
+    /// `nvmlDeviceGetMigDeviceHandleByIndex`.
+    pub enumerated: Vec<usize>,
+}
+
+impl MigLayout {
+    fn new(instances: &[MigInstance], listed: Vec<usize>) -> MigLayout {
+        let mut enumerated = listed.clone();
+        enumerated.sort_by_key(|&i| {
+            (
+                instances[i].gpu_instance_id,
+                instances[i].compute_instance_id,
+            )
+        });
+        MigLayout { listed, enumerated }
+    }
+
+    pub fn contains(&self, slot: usize) -> bool {
+        self.listed.contains(&slot)
+    }
 }
 
 #[derive(Debug)]
@@ -42,11 +71,9 @@ pub struct GpuDef {
     pub ecc_enabled: bool,
     pub power_limit_mw: u32,
     pub energy_start_mj: u64,
-    /// `None` when MIG mode is disabled.
+    /// `None` when MIG mode is disabled. Every instance that exists in any phase, `gpus[].mig`
+    /// first (so their slots are their indexes there); `Phase::mig` says which exist when.
     pub mig: Option<Vec<MigInstance>>,
-    /// Scenario indexes of the MIG instances, in the order NVML enumerates
-    /// them (by GPU instance id), for `nvmlDeviceGetMigDeviceHandleByIndex`.
-    pub mig_order: Vec<usize>,
 }
 
 #[derive(Debug)]
@@ -120,7 +147,13 @@ impl World {
         for (i, spec) in s.gpus.iter().enumerate() {
             gpus.push(resolve_gpu(i, spec).map_err(|e| format!("gpus[{i}]: {e}"))?);
         }
-        check_unique_uuids(&gpus)?;
+        let mut layouts: Vec<MigLayout> = gpus
+            .iter()
+            .map(|g| match &g.mig {
+                Some(m) => MigLayout::new(m, (0..m.len()).collect()),
+                None => MigLayout::default(),
+            })
+            .collect();
 
         let timeline = Timeline::new(
             s.phases.iter().map(|p| p.at_ms).collect(),
@@ -132,7 +165,15 @@ impl World {
                 Some(n) => format!("phases[{pi}] ({n})"),
                 None => format!("phases[{pi}]"),
             };
-            phases.push(resolve_phase(phase, &gpus).map_err(|e| format!("{label}: {e}"))?);
+            for (i, g) in phase.gpus.iter().enumerate() {
+                let (Some(spec), Some(gpu)) = (&g.mig, gpus.get_mut(g.gpu)) else {
+                    continue;
+                };
+                layouts[g.gpu] =
+                    relayout(gpu, spec).map_err(|e| format!("{label}: gpus[{i}]: mig: {e}"))?;
+            }
+            phases
+                .push(resolve_phase(phase, &gpus, &layouts).map_err(|e| format!("{label}: {e}"))?);
         }
         if phases.is_empty() {
             // No timeline at all: every GPU idles for ever.
@@ -146,7 +187,16 @@ impl World {
                     faults: Vec::new(),
                 },
                 &gpus,
+                &layouts,
             )?);
+        }
+        check_unique_uuids(&gpus)?;
+        // A GPM sample window can span phases, including ones before an instance existed.
+        for phase in &mut phases {
+            for (act, gpu) in phase.gpus.iter_mut().zip(&gpus) {
+                let slots = gpu.mig.as_ref().map_or(0, Vec::len);
+                act.mig.resize_with(slots, Default::default);
+            }
         }
         let global_faults =
             resolve_faults(&s.faults, gpus.len()).map_err(|e| format!("faults: {e}"))?;
@@ -194,19 +244,9 @@ fn resolve_gpu(index: usize, spec: &GpuSpec) -> Result<GpuDef, String> {
             function: 0,
         },
     };
-    let (mig, mig_order) = match &spec.mig {
-        Some(m) => {
-            let instances = resolve_mig(index, sku, m)?;
-            let mut order: Vec<usize> = (0..instances.len()).collect();
-            order.sort_by_key(|&i| {
-                (
-                    instances[i].gpu_instance_id,
-                    instances[i].compute_instance_id,
-                )
-            });
-            (Some(instances), order)
-        }
-        None => (None, Vec::new()),
+    let mig = match &spec.mig {
+        Some(m) => Some(resolve_mig(index, sku, m)?),
+        None => None,
     };
     Ok(GpuDef {
         index,
@@ -231,8 +271,64 @@ fn resolve_gpu(index: usize, spec: &GpuSpec) -> Result<GpuDef, String> {
         power_limit_mw: spec.power_limit_watts.unwrap_or(sku.power_limit_w) * 1000,
         energy_start_mj: spec.energy_start_joules.saturating_mul(1000),
         mig,
-        mig_order,
     })
+}
+
+/// Largest slot a device handle can carry (see `state::device_handle`).
+const MAX_MIG_SLOTS: usize = 254;
+
+/// Maps a phase's MIG layout onto slots of `gpu.mig`, adding the instances it creates.
+fn relayout(gpu: &mut GpuDef, spec: &MigSpec) -> Result<MigLayout, String> {
+    let fresh = resolve_mig(gpu.index, gpu.sku, spec)?;
+    let gpu_index = gpu.index as u64;
+    let Some(known) = gpu.mig.as_mut() else {
+        return Err("MIG mode is off on this GPU (it has no `gpus[].mig`); \
+                    a phase can change the layout, not the mode"
+            .into());
+    };
+    let mut listed = Vec::with_capacity(fresh.len());
+    for (i, (mut inst, written)) in fresh.into_iter().zip(&spec.instances).enumerate() {
+        let same_shape = |k: &MigInstance| {
+            std::ptr::eq(k.profile, inst.profile)
+                && k.placement == inst.placement
+                && k.gpu_instance_id == inst.gpu_instance_id
+                && k.compute_instance_id == inst.compute_instance_id
+        };
+        let existing = match &written.uuid {
+            Some(u) => match known.iter().position(|k| &k.uuid == u) {
+                Some(slot) if !same_shape(&known[slot]) => {
+                    return Err(format!(
+                        "instances[{i}]: {u} already names an instance of another shape"
+                    ))
+                }
+                found => found,
+            },
+            None => known.iter().position(same_shape),
+        };
+        let slot = match existing {
+            Some(slot) => slot,
+            None => {
+                if known.len() >= MAX_MIG_SLOTS {
+                    return Err(format!(
+                        "more than {MAX_MIG_SLOTS} distinct MIG instances over the timeline"
+                    ));
+                }
+                if written.uuid.is_none() {
+                    inst.uuid = format!(
+                        "MIG-{}",
+                        uuid_from_seed(0x6d69_6700_0000 + (gpu_index << 8) + known.len() as u64)
+                    );
+                }
+                known.push(inst);
+                known.len() - 1
+            }
+        };
+        if listed.contains(&slot) {
+            return Err(format!("instances[{i}] is listed twice"));
+        }
+        listed.push(slot);
+    }
+    Ok(MigLayout::new(known, listed))
 }
 
 fn resolve_mig(gpu: usize, sku: &'static Sku, spec: &MigSpec) -> Result<Vec<MigInstance>, String> {
@@ -338,8 +434,9 @@ fn check_unique_uuids(gpus: &[GpuDef]) -> Result<(), String> {
     Ok(())
 }
 
-/// Maps an instance reference from the scenario onto the instance's position.
-pub fn find_instance(gpu: &GpuDef, r: &InstanceRef) -> Result<usize, String> {
+/// Maps an instance reference from the scenario onto the instance's slot in `gpu.mig`:
+/// an index counts in the layout of the phase, a UUID must exist during it.
+pub fn find_instance(gpu: &GpuDef, layout: &MigLayout, r: &InstanceRef) -> Result<usize, String> {
     let Some(instances) = &gpu.mig else {
         return Err(format!(
             "GPU {} has no mig section, so MIG instance {r} does not exist",
@@ -347,20 +444,22 @@ pub fn find_instance(gpu: &GpuDef, r: &InstanceRef) -> Result<usize, String> {
         ));
     };
     match r {
-        InstanceRef::Index(i) if *i < instances.len() => Ok(*i),
-        InstanceRef::Index(i) => Err(format!(
-            "GPU {} has {} MIG instance(s), no instance {i}",
-            gpu.index,
-            instances.len()
-        )),
+        InstanceRef::Index(i) => layout.listed.get(*i).copied().ok_or_else(|| {
+            format!(
+                "GPU {} has {} MIG instance(s), no instance {i}",
+                gpu.index,
+                layout.listed.len()
+            )
+        }),
         InstanceRef::Uuid(u) => instances
             .iter()
             .position(|m| &m.uuid == u)
+            .filter(|&slot| layout.contains(slot))
             .ok_or_else(|| format!("GPU {} has no MIG instance {u}", gpu.index)),
     }
 }
 
-fn resolve_phase(spec: &PhaseSpec, gpus: &[GpuDef]) -> Result<Phase, String> {
+fn resolve_phase(spec: &PhaseSpec, gpus: &[GpuDef], mig: &[MigLayout]) -> Result<Phase, String> {
     let missing = |what: String, g: usize| {
         format!(
             "{what}: GPU {g} does not exist (the scenario has {})",
@@ -409,14 +508,15 @@ fn resolve_phase(spec: &PhaseSpec, gpus: &[GpuDef]) -> Result<Phase, String> {
                 &idle
             }
         };
-        let mut act =
-            resolve_phase_gpu(gpu, g, &procs[gi]).map_err(|e| format!("GPU {gi}: {e}"))?;
+        let mut act = resolve_phase_gpu(gpu, &mig[gi], g, &procs[gi])
+            .map_err(|e| format!("GPU {gi}: {e}"))?;
         act.xids = std::mem::take(&mut xids[gi]);
         activity.push(act);
     }
     Ok(Phase {
         gpus: activity,
         faults: resolve_faults(&spec.faults, gpus.len()).map_err(|e| format!("faults: {e}"))?,
+        mig: mig.to_vec(),
     })
 }
 

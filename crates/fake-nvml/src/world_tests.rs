@@ -53,7 +53,7 @@ fn mig_placements_and_instance_ids_default_deterministically() {
     let layout: Vec<(u32, u32)> = m.iter().map(|i| (i.placement, i.gpu_instance_id)).collect();
     assert_eq!(layout, [(0, 3), (2, 9), (4, 5)]);
     // NVML enumerates MIG devices by GPU instance id.
-    assert_eq!(gpu.mig_order, [0, 2, 1]);
+    assert_eq!(w.phase(0).mig[0].enumerated, [0, 2, 1]);
     assert!(m
         .iter()
         .all(|i| i.uuid.starts_with("MIG-") && i.compute_instance_id == 0));
@@ -113,4 +113,55 @@ fn demo_lists_every_process_once() {
     assert!(procs
         .iter()
         .any(|p| p.pid == 45060 && p.comm.as_deref() == Some("nvidia-cuda-mps-server")));
+}
+
+#[test]
+fn a_phase_can_repartition_mig_keeping_the_instances_it_does_not_touch() {
+    let w = world(
+        "gpus:
+  - sku: h100-80gb-hbm3
+    mig: { instances: [ { profile: 3g.40gb, placement: 0 }, { profile: 2g.20gb, placement: 4 } ] }
+phases:
+  - { at_ms: 0 }
+  - at_ms: 100
+    gpus:
+      - gpu: 0
+        mig: { instances: [ { profile: 3g.40gb, placement: 0 }, { profile: 1g.10gb, placement: 4 }, { profile: 1g.10gb, placement: 5 } ] }
+    processes:
+      - { pid: 7, gpu: 0, mig_instance: 2, memory_mib: 100 }
+  - { at_ms: 200 }",
+    )
+    .unwrap();
+    let m = w.gpus[0].mig.as_ref().unwrap();
+    assert_eq!(m.len(), 4, "3g kept, 2g destroyed, two 1g created");
+    assert_eq!(w.phase(0).mig[0].listed, [0, 1]);
+    assert_eq!(w.phase(1).mig[0].listed, [0, 2, 3]);
+    assert_eq!(
+        w.phase(2).mig[0],
+        w.phase(1).mig[0],
+        "a layout holds until changed"
+    );
+    assert_ne!(m[2].uuid, m[3].uuid);
+    assert_eq!(w.phase(1).gpus[0].processes[0].instance, Some(3));
+    assert!(w.phases.iter().all(|p| p.gpus[0].mig.len() == 4));
+}
+
+#[test]
+fn a_repartition_is_checked_like_a_layout() {
+    let base = "gpus: [{ sku: h100-80gb-hbm3, mig: { instances: [ { profile: 1g.10gb } ] } }, { sku: h100-80gb-hbm3 }]";
+    let overlap = format!(
+        "{base}\nphases: [{{ at_ms: 0, gpus: [{{ gpu: 0, mig: {{ instances: [ {{ profile: 4g.40gb, placement: 0 }}, {{ profile: 2g.20gb, placement: 2 }} ] }} }}] }}]"
+    );
+    let e = world(&overlap).unwrap_err();
+    assert!(
+        e.contains("phases[0]: gpus[0]: mig:") && e.contains("overlaps"),
+        "{e}"
+    );
+    let mode =
+        format!("{base}\nphases: [{{ at_ms: 0, gpus: [{{ gpu: 1, mig: {{ instances: [] }} }}] }}]");
+    assert!(world(&mode).unwrap_err().contains("not the mode"));
+    let gone = format!(
+        "{base}\nphases: [{{ at_ms: 0, gpus: [{{ gpu: 0, mig: {{ instances: [] }} }}], processes: [{{ pid: 1, gpu: 0, mig_instance: 0 }}] }}]"
+    );
+    assert!(world(&gone).unwrap_err().contains("no instance 0"));
 }

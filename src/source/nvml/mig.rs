@@ -22,7 +22,9 @@ struct MigStatic {
 #[derive(Default)]
 pub struct MigCache {
     by_uuid: HashMap<String, MigStatic>,
-    gpm: HashMap<u32, Option<nvml_wrapper::gpm::GpmSample<'static>>>,
+    /// Keyed by instance UUID, not GPU instance id: a destroyed and recreated instance gets
+    /// the same id, and a GPM delta across the two would mix different instances.
+    gpm: HashMap<String, Option<nvml_wrapper::gpm::GpmSample<'static>>>,
     /// MIG device handles of the last cycle, by instance UUID, for per-instance process lists.
     pub handles: Vec<(String, Device<'static>)>,
 }
@@ -138,7 +140,7 @@ pub fn sample_instances(
                 reserved: m.reserved,
             });
         let gpm = if gpu.gpm.is_some() {
-            let previous = cache.gpm.entry(info.gpu_instance_id).or_default();
+            let previous = cache.gpm.entry(uuid.clone()).or_default();
             ledger
                 .call(&key, "gpm_mig_sample", || {
                     gpm_between(nvml, previous, || {
@@ -165,9 +167,7 @@ pub fn sample_instances(
     cache
         .by_uuid
         .retain(|u, _| out.iter().any(|m| &m.uuid == u));
-    cache
-        .gpm
-        .retain(|gi, _| out.iter().any(|m| m.gpu_instance_id == *gi));
+    cache.gpm.retain(|u, _| out.iter().any(|m| &m.uuid == u));
     out
 }
 
