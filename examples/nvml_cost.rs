@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 
 use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
 use nvml_wrapper::enums::gpm::GpmMetricId;
-use tessera::source::nvml::{open, NvmlOptions, NvmlSource};
+use tessera::source::nvml::{open, read_process_utilization, NvmlOptions, NvmlSource};
+
+/// tessera's defaults, in seconds: `--nvml.process-interval` and `--nvml.slow-interval`.
+const PROCESS_INTERVAL_S: u64 = 5;
+const SLOW_INTERVAL_S: u64 = 10;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -63,8 +67,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let nvml = open(library.as_deref())?;
     let rss_after_init = rss_kib();
-    let slow_every = 10.0; // tessera's default: --nvml.slow-interval=10s at --sample.interval=1s
+    let slow_every = SLOW_INTERVAL_S as f64;
     let mut rows: Vec<(String, Duration, f64)> = Vec::new();
+    let mut buffer_notes = Vec::new();
     for index in 0..nvml.device_count()? {
         let d = nvml.device_by_index(index)?;
         let mut add = |name: &str, t: Duration, weight: f64| {
@@ -111,9 +116,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             1.0,
         );
         add(
-            "pcie_replay_counter",
+            "pcie_replay_counter (slow cadence)",
             time(n, || d.pcie_replay_counter()),
-            1.0,
+            1.0 / slow_every,
         );
         add(
             "compute processes",
@@ -130,10 +135,43 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             time(n, || d.mps_running_compute_processes()),
             1.0,
         );
+        // What tessera pays: one call for the samples since the last read, every
+        // PROCESS_INTERVAL. The other forms are shown for comparison (weight 0).
+        let buffered = d.process_utilization_stats(0).unwrap_or_default();
+        let newest = buffered.iter().map(|s| s.timestamp).max().unwrap_or(0);
+        let oldest = buffered.iter().map(|s| s.timestamp).min().unwrap_or(0);
+        let pids: std::collections::HashSet<u32> = buffered.iter().map(|s| s.pid).collect();
+        buffer_notes.push(format!(
+            "gpu{index}: {} samples of {} processes in the driver's buffer, spanning {:.1} s",
+            buffered.len(),
+            pids.len(),
+            newest.saturating_sub(oldest) as f64 / 1e6
+        ));
+        let mut buffer = Vec::new();
+        for window_s in [1u64, PROCESS_INTERVAL_S] {
+            let since = newest.saturating_sub(window_s * 1_000_000);
+            let mut returned = 0;
+            let t = time(n, || {
+                returned = read_process_utilization(&mut buffer, &d, since).unwrap_or(0)
+            });
+            buffer_notes.push(format!(
+                "gpu{index}: the last {window_s} s hold {returned} samples"
+            ));
+            let weight = if window_s == PROCESS_INTERVAL_S {
+                1.0 / PROCESS_INTERVAL_S as f64
+            } else {
+                0.0
+            };
+            add(
+                &format!("process utilization, one call, last {window_s} s"),
+                t,
+                weight,
+            );
+        }
         add(
-            "process utilization",
+            "process utilization, nvml-wrapper (count + read), whole buffer",
             time(n, || d.process_utilization_stats(0)),
-            1.0,
+            0.0,
         );
         if d.gpm_support().unwrap_or(false) {
             let mut prev = d.gpm_sample()?;
@@ -175,7 +213,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         nvml,
         NvmlOptions {
             procfs: PathBuf::from("/proc"),
-            slow_interval: Duration::from_secs(10),
+            // Cycles run every 100 ms here rather than every second, so the cadences are a
+            // tenth of the defaults: the same calls per cycle.
+            slow_interval: Duration::from_millis(SLOW_INTERVAL_S * 100),
+            process_interval: Duration::from_millis(PROCESS_INTERVAL_S * 100),
             collect_processes: true,
             collect_mig: true,
             gpu_timeout: Duration::from_secs(5),
@@ -224,6 +265,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cpu_per_cycle * 1e6
     );
     println!("| cycle / floor | {:.2}x |", cycle / floor);
+    println!();
+    for note in &buffer_notes {
+        println!("- {note}");
+    }
     println!("\n| RSS of this minimal program | KiB |\n|---|---|");
     println!("| after NVML init | {rss_after_init} |");
     println!("| after {cycles} tessera sample cycles | {} |", rss_kib());

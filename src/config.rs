@@ -47,6 +47,10 @@ pub struct Cli {
     /// Cadence of slow NVML calls: energy counter and MIG mode [default: 10s].
     #[arg(long = "nvml.slow-interval", env = "TESSERA_NVML_SLOW_INTERVAL")]
     pub nvml_slow_interval: Option<String>,
+    /// Cadence of per-process utilization, NVML's costliest call; a new process is read at
+    /// once [default: 5s].
+    #[arg(long = "nvml.process-interval", env = "TESSERA_NVML_PROCESS_INTERVAL")]
+    pub nvml_process_interval: Option<String>,
     /// How long a sample waits for a GPU before reporting it down (a hung NVML call) [default: 2s].
     #[arg(long = "nvml.timeout", env = "TESSERA_NVML_TIMEOUT")]
     pub nvml_timeout: Option<String>,
@@ -118,6 +122,7 @@ pub struct Settings {
     pub sample_interval: Duration,
     pub nvml_library: Option<PathBuf>,
     pub nvml_slow_interval: Duration,
+    pub nvml_process_interval: Duration,
     pub nvml_timeout: Duration,
     pub procfs: PathBuf,
     pub collect_processes: bool,
@@ -311,6 +316,12 @@ impl Settings {
             Duration::from_secs(10),
             |s| parse_duration(s).and_then(positive),
         );
+        let nvml_process_interval = r.get(
+            "nvml.process-interval",
+            &cli.nvml_process_interval,
+            Duration::from_secs(5),
+            |s| parse_duration(s).and_then(positive),
+        );
         let nvml_timeout = r.get(
             "nvml.timeout",
             &cli.nvml_timeout,
@@ -429,6 +440,7 @@ impl Settings {
             sample_interval,
             nvml_library,
             nvml_slow_interval,
+            nvml_process_interval,
             nvml_timeout,
             procfs,
             collect_processes,

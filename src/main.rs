@@ -130,6 +130,7 @@ fn nvml_options(s: &Settings) -> NvmlOptions {
     NvmlOptions {
         procfs: s.procfs.clone(),
         slow_interval: s.nvml_slow_interval,
+        process_interval: s.nvml_process_interval,
         collect_processes: s.collect_processes,
         collect_mig: s.collect_mig,
         gpu_timeout: s.nvml_timeout,

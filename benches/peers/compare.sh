@@ -7,7 +7,7 @@
 #          binary with the libdrm*.so.* it needs, and nvitop-exporter's wheels (.peers/wheels)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-IDLE=${IDLE_SECONDS:-60}
+IDLE=${IDLE_SECONDS:-90}
 BURST=${BURST:-200}
 PEERS=${PEERS_DIR:-.peers}
 OUT=${OUT:-/tmp/peers}
@@ -40,6 +40,12 @@ TESSERA=${TESSERA_BIN:-target/release/tessera}
 NVML_COST=${NVML_COST_BIN:-target/release/examples/nvml_cost}
 run tessera http://127.0.0.1:9949/metrics "$TESSERA" --web.listen-address=127.0.0.1:9949 \
   --sample.interval=1s --kubelet.enabled=false --kube.enabled=false
+# The same with per-process utilization read every cycle, as the peers do.
+if [ -z "${SKIP_EVERY_CYCLE:-}" ]; then
+  run "tessera --nvml.process-interval=1s" http://127.0.0.1:9949/metrics "$TESSERA" \
+    --web.listen-address=127.0.0.1:9949 --sample.interval=1s --nvml.process-interval=1s \
+    --kubelet.enabled=false --kube.enabled=false
+fi
 
 if [ -d "$PEERS/wheels" ]; then
   python3 -m pip install -q --no-index --find-links "$PEERS/wheels" --target /tmp/nvitop-site nvitop-exporter >/dev/null 2>&1
@@ -52,18 +58,19 @@ fi
 python3 benches/peers/nvidia_smi_cost.py | tee -a "$results"
 
 echo; echo "### NVML floor vs tessera's sample cycle"
-"$NVML_COST" 200 2>&1 | tail -14
+"$NVML_COST" 200 2>&1 | tail -36
 
 echo; echo "### Footprint, same GPU, same load ($(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader))"
 python3 - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 f = lambda v, d=2: "—" if v is None else f"{v:.{d}f}"
-print("| exporter | idle CPU (% of a core) | RSS MiB | peak RSS MiB | scrape p50 / p99 ms | CPU ms per scrape | bytes | series |")
-print("|---|---|---|---|---|---|---|---|")
+print("| exporter | idle CPU (% of a core) | RSS MiB | anon / file MiB | peak RSS MiB | threads | scrape p50 / p99 ms | CPU ms per scrape | bytes | series |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if "error" in r:
-        print(f"| {r['name']} | {r['error']} |  |  |  |  |  |  |"); continue
-    print(f"| {r['name']} | {f(r.get('idle_cpu_pct'), 3)} | {f(r.get('rss_mib'), 1)} | {f(r.get('peak_rss_mib'), 1)} | "
+        print(f"| {r['name']} | {r['error']} |  |  |  |  |  |  |  |  |"); continue
+    print(f"| {r['name']} | {f(r.get('idle_cpu_pct'), 3)} | {f(r.get('rss_mib'), 1)} | "
+          f"{f(r.get('rss_anon_mib'), 1)} / {f(r.get('rss_file_mib'), 1)} | {f(r.get('peak_rss_mib'), 1)} | {r.get('threads', '—')} | "
           f"{f(r.get('p50_ms'))} / {f(r.get('p99_ms'))} | {f(r.get('cpu_ms_per_scrape'), 3)} | {r.get('bytes', '—')} | {r.get('series', '—')} |")
 PY

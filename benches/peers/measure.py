@@ -20,12 +20,17 @@ def cpu_seconds(pid):
     return sum(int(x) for x in fields[11:15]) / HZ
 
 
-def status(pid, key):
+def status_field(pid, key):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024  # MiB
+                return int(line.split()[1])
     return None
+
+
+def status(pid, key):
+    kib = status_field(pid, key)
+    return None if kib is None else kib / 1024  # MiB
 
 
 def scrape(url):
@@ -71,6 +76,11 @@ def main():
         "idle_cpu_pct": idle_cpu * 100,
         "rss_mib": status(pid, "VmRSS"),
         "peak_rss_mib": status(pid, "VmHWM"),
+        # Anonymous memory is the exporter's own; file-backed pages are mostly shared
+        # libraries, libnvidia-ml.so included, which every NVML client maps alike.
+        "rss_anon_mib": status(pid, "RssAnon"),
+        "rss_file_mib": status(pid, "RssFile"),
+        "threads": status_field(pid, "Threads"),
         "p50_ms": lat[len(lat) // 2],
         "p99_ms": lat[max(0, int(len(lat) * 0.99) - 1)],
         # The sampling the exporter does anyway during the burst is not the scrape's cost.

@@ -2,12 +2,15 @@
 //! share of SM time from NVML's process-utilization samples.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::raw::c_uint;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
-use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::Device;
+use nvml_wrapper_sys::bindings::nvmlProcessUtilizationSample_t;
 
 use super::ledger::{CallLedger, Outcome};
 use super::GpuState;
@@ -109,12 +112,13 @@ pub fn sample_processes(
     mig: &[MigSample],
     names: &mut NameCache,
     procfs_root: &Path,
+    utilization_interval: Duration,
 ) -> Vec<ProcessSample> {
     let key = gpu.key.clone();
     let mut by_pid = BTreeMap::new();
     if mig.is_empty() {
         list(ledger, &key, &gpu.handle, None, &mut by_pid);
-        apply_utilization(ledger, gpu, &mut by_pid);
+        apply_utilization(ledger, gpu, &mut by_pid, utilization_interval);
     } else {
         // Per-process memory works through MIG device handles; utilization does not exist there.
         for (uuid, handle) in &gpu.mig.handles {
@@ -140,57 +144,124 @@ pub fn sample_processes(
         .collect()
 }
 
-/// Averages the samples newer than the last seen timestamp. NOT_FOUND means no process ran a
-/// kernel since then, so every listed process gets 0.
+/// Per-process utilization kept on the GPU's thread between reads.
+#[derive(Default)]
+pub struct UtilizationReader {
+    /// Newest sample seen, per pid.
+    seen: HashMap<u32, u64>,
+    /// (SM, memory) ratios of the last read, per pid, for the cycles in between.
+    last: HashMap<u32, (f64, f64)>,
+    read_at: Option<Instant>,
+    buffer: Vec<nvmlProcessUtilizationSample_t>,
+}
+
+/// Enough for a busy GPU's samples since the last read; grown when the driver asks for more.
+const INITIAL_SAMPLE_SLOTS: usize = 64;
+
+/// One driver call into a buffer kept across reads; returns how many samples it holds.
+/// nvml-wrapper asks for the count with a call of its own first (~0.1 ms of the ~1.75 ms on an
+/// H100) and allocates a fresh vector each time.
+pub fn read_samples(
+    buffer: &mut Vec<nvmlProcessUtilizationSample_t>,
+    d: &Device<'static>,
+    since: u64,
+) -> Result<usize, NvmlError> {
+    let sym = d
+        .nvml()
+        .lib()
+        .nvmlDeviceGetProcessUtilization
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    // SAFETY: a plain C struct of integers, for which all zero bits is a valid value.
+    let empty: nvmlProcessUtilizationSample_t = unsafe { std::mem::zeroed() };
+    if buffer.is_empty() {
+        buffer.resize(INITIAL_SAMPLE_SLOTS, empty);
+    }
+    for _ in 0..2 {
+        let mut count = c_uint::try_from(buffer.len()).unwrap_or(c_uint::MAX);
+        // SAFETY: the handle is valid while NVML is loaded; the buffer holds `count` entries.
+        let rc = unsafe { sym(d.handle(), buffer.as_mut_ptr(), &mut count, since) };
+        match nvml_try(rc) {
+            Ok(()) => return Ok((count as usize).min(buffer.len())),
+            Err(NvmlError::InsufficientSize(_)) if count as usize > buffer.len() => {
+                buffer.resize(count as usize + count as usize / 4, empty);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(NvmlError::InsufficientSize(Some(buffer.len())))
+}
+
+/// Per-process SM and memory shares, read every `interval` (the call costs ~1.7 ms on an H100,
+/// more than every other per-cycle call together). The H100's driver keeps only its newest
+/// sample per process, one every ~167 ms (measured: docs/validation.md), so any cadence yields
+/// a snapshot and a longer one only makes it older; where a driver returns several samples
+/// since the last read they are averaged. In between, processes keep the last figures, and a
+/// process without one is read at once. NOT_FOUND means no process ran a kernel since the last
+/// read, so every listed process gets 0.
 fn apply_utilization(
     ledger: &mut CallLedger,
     gpu: &mut GpuState,
     by_pid: &mut BTreeMap<u32, ProcessSample>,
+    interval: Duration,
 ) {
     if by_pid.is_empty() || ledger.knows_unsupported(&gpu.key, "process_utilization") {
         return;
     }
-    // Per-process last-seen times: NVML stamps each process's samples at its own moments, so
-    // one device-wide mark can hide a process whose newest sample is a little older than
-    // another's (seen on the H100 as a busy process reading 0 %).
-    gpu.process_util_seen
-        .retain(|pid, _| by_pid.contains_key(pid));
-    let since = by_pid
-        .keys()
-        .map(|pid| gpu.process_util_seen.get(pid).copied().unwrap_or(0))
-        .min()
-        .unwrap_or(0);
-    let samples = match gpu.handle.process_utilization_stats(since) {
-        Ok(s) => s,
-        Err(NvmlError::NotFound) => Vec::new(),
-        Err(e) => {
-            let _: Outcome<()> = ledger.record(&gpu.key, "process_utilization", &e);
-            return;
+    let reader = &mut gpu.process_util;
+    reader.seen.retain(|pid, _| by_pid.contains_key(pid));
+    reader.last.retain(|pid, _| by_pid.contains_key(pid));
+    // Read early when a process has no figure yet, so a new workload shows up at once.
+    let due = super::is_due(reader.read_at, interval)
+        || by_pid.keys().any(|pid| !reader.last.contains_key(pid));
+    if due {
+        reader.read_at = Some(Instant::now());
+        // Per-process last-seen times: NVML stamps each process's samples at its own moments,
+        // so one device-wide mark can hide a process whose newest sample is a little older
+        // than another's (seen on the H100 as a busy process reading 0 %).
+        let since = by_pid
+            .keys()
+            .map(|pid| reader.seen.get(pid).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        let mut sums: HashMap<u32, (f64, f64, u32)> = HashMap::new();
+        let samples = match read_samples(&mut reader.buffer, &gpu.handle, since) {
+            Ok(n) => &reader.buffer[..n],
+            Err(NvmlError::NotFound) => &[],
+            Err(e) => {
+                let _: Outcome<()> = ledger.record(&gpu.key, "process_utilization", &e);
+                return;
+            }
+        };
+        for s in samples {
+            if !by_pid.contains_key(&s.pid) {
+                continue;
+            }
+            let seen = reader.seen.entry(s.pid).or_default();
+            if s.timeStamp > *seen {
+                let e = sums.entry(s.pid).or_default();
+                e.0 += f64::from(s.smUtil);
+                e.1 += f64::from(s.memUtil);
+                e.2 += 1;
+            }
         }
-    };
-    let mut sums: HashMap<u32, (f64, f64, u32)> = HashMap::new();
-    for s in &samples {
-        let seen = gpu.process_util_seen.get(&s.pid).copied().unwrap_or(0);
-        if s.timestamp <= seen || !by_pid.contains_key(&s.pid) {
-            continue;
+        for s in samples {
+            if let Some(seen) = reader.seen.get_mut(&s.pid) {
+                *seen = (*seen).max(s.timeStamp);
+            }
         }
-        let e = sums.entry(s.pid).or_default();
-        e.0 += f64::from(s.sm_util);
-        e.1 += f64::from(s.mem_util);
-        e.2 += 1;
-    }
-    for s in &samples {
-        if by_pid.contains_key(&s.pid) {
-            let seen = gpu.process_util_seen.entry(s.pid).or_default();
-            *seen = (*seen).max(s.timestamp);
+        for pid in by_pid.keys() {
+            let share = match sums.get(pid) {
+                Some(&(sm, mem, n)) => (sm / f64::from(n) / 100.0, mem / f64::from(n) / 100.0),
+                None => (0.0, 0.0),
+            };
+            reader.last.insert(*pid, share);
         }
     }
     for p in by_pid.values_mut() {
-        let (sm, mem) = match sums.get(&p.pid) {
-            Some(&(sm, mem, n)) => (sm / f64::from(n) / 100.0, mem / f64::from(n) / 100.0),
-            None => (0.0, 0.0),
-        };
-        p.sm_utilization = Some(sm.clamp(0.0, 1.0));
-        p.memory_utilization = Some(mem.clamp(0.0, 1.0));
+        if let Some(&(sm, mem)) = reader.last.get(&p.pid) {
+            p.sm_utilization = Some(sm.clamp(0.0, 1.0));
+            p.memory_utilization = Some(mem.clamp(0.0, 1.0));
+        }
     }
 }

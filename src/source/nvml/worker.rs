@@ -126,6 +126,7 @@ fn serve(
                 &s.mig_instances,
                 &mut names,
                 &opts.procfs,
+                opts.process_interval,
             );
         }
         if ledger.is_lost(&gpu.key) {
