@@ -22,14 +22,26 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn time<T>(n: usize, mut f: impl FnMut() -> T) -> Duration {
+/// Median and mean of `n` back-to-back calls. Driver calls have long tails, so the floor is
+/// given both ways: the mean is what a once-a-second caller pays on average.
+#[derive(Clone, Copy)]
+struct Timing {
+    median: Duration,
+    mean: Duration,
+}
+
+fn time<T>(n: usize, mut f: impl FnMut() -> T) -> Timing {
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
         std::hint::black_box(f());
         samples.push(t.elapsed());
     }
-    median(samples)
+    let mean = samples.iter().sum::<Duration>() / n.max(1) as u32;
+    Timing {
+        median: median(samples),
+        mean,
+    }
 }
 
 fn cpu_time() -> Duration {
@@ -43,16 +55,16 @@ fn cpu_time() -> Duration {
     tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
-/// Resident memory, to show what loading NVML itself costs.
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+/// Resident memory (VmRSS, RssAnon, RssFile in KiB), to show what loading NVML itself costs.
+fn rss_kib() -> [u64; 3] {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    ["VmRSS:", "RssAnon:", "RssFile:"].map(|key| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0)
+    })
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -68,11 +80,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let nvml = open(library.as_deref())?;
     let rss_after_init = rss_kib();
     let slow_every = SLOW_INTERVAL_S as f64;
-    let mut rows: Vec<(String, Duration, f64)> = Vec::new();
+    let mut rows: Vec<(String, Timing, f64)> = Vec::new();
     let mut buffer_notes = Vec::new();
     for index in 0..nvml.device_count()? {
         let d = nvml.device_by_index(index)?;
-        let mut add = |name: &str, t: Duration, weight: f64| {
+        let mut add = |name: &str, t: Timing, weight: f64| {
             rows.push((format!("gpu{index} {name}"), t, weight))
         };
         add("device_count", time(n, || nvml.device_count()), 1.0);
@@ -207,7 +219,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             1.0 / slow_every,
         );
     }
-    let floor: f64 = rows.iter().map(|(_, t, w)| t.as_secs_f64() * w).sum();
+    let floor: f64 = rows
+        .iter()
+        .map(|(_, t, w)| t.median.as_secs_f64() * w)
+        .sum();
+    let floor_mean: f64 = rows.iter().map(|(_, t, w)| t.mean.as_secs_f64() * w).sum();
 
     let mut source = NvmlSource::new(
         nvml,
@@ -245,16 +261,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::thread::sleep(Duration::from_millis(100));
     }
     let cpu_per_cycle = (cpu_time() - cpu0).as_secs_f64() / cycles as f64;
+    let cycle_mean = walls.iter().sum::<Duration>().as_secs_f64() / cycles as f64;
     let cycle = median(walls).as_secs_f64();
 
-    println!("| NVML call (median of {n}) | µs | weight per cycle |\n|---|---|---|");
+    println!("| NVML call ({n} back to back) | median µs | mean µs | weight per cycle |\n|---|---|---|---|");
     for (name, t, w) in &rows {
-        println!("| {name} | {:.1} | {w:.2} |", t.as_secs_f64() * 1e6);
+        println!(
+            "| {name} | {:.1} | {:.1} | {w:.2} |",
+            t.median.as_secs_f64() * 1e6,
+            t.mean.as_secs_f64() * 1e6
+        );
     }
     println!("\n| figure | µs |\n|---|---|");
     println!(
-        "| NVML floor (weighted sum of the calls above) | {:.1} |",
+        "| NVML floor (weighted sum of the medians above) | {:.1} |",
         floor * 1e6
+    );
+    println!(
+        "| NVML floor (weighted sum of the means above) | {:.1} |",
+        floor_mean * 1e6
+    );
+    println!(
+        "| tessera sample cycle, wall (mean of {cycles}) | {:.1} |",
+        cycle_mean * 1e6
     );
     println!(
         "| tessera sample cycle, wall (median of {cycles}) | {:.1} |",
@@ -264,13 +293,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "| tessera sample cycle, CPU (mean, user+sys) | {:.1} |",
         cpu_per_cycle * 1e6
     );
-    println!("| cycle / floor | {:.2}x |", cycle / floor);
+    println!(
+        "| cycle CPU / floor of means | {:.2}x |",
+        cpu_per_cycle / floor_mean
+    );
     println!();
     for note in &buffer_notes {
         println!("- {note}");
     }
-    println!("\n| RSS of this minimal program | KiB |\n|---|---|");
-    println!("| after NVML init | {rss_after_init} |");
-    println!("| after {cycles} tessera sample cycles | {} |", rss_kib());
+    println!("\n| RSS of this minimal program | VmRSS KiB | anon KiB | file KiB |\n|---|---|---|---|");
+    let [rss, anon, file] = rss_after_init;
+    println!("| after NVML init | {rss} | {anon} | {file} |");
+    let [rss, anon, file] = rss_kib();
+    println!("| after {cycles} tessera sample cycles | {rss} | {anon} | {file} |");
     Ok(())
 }

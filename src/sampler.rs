@@ -27,6 +27,10 @@ use crate::source::SourceState;
 pub struct Published {
     pub snapshot: Arc<Snapshot>,
     pub exposition: Bytes,
+    /// The exposition gzipped, made by the first scrape that asks for it (Prometheus always
+    /// does) and shared by every scrape of this sample, so a sample is compressed at most once
+    /// and only when someone wants it.
+    pub gzipped: tokio::sync::OnceCell<Bytes>,
 }
 
 pub type PublishedRx = watch::Receiver<Option<Arc<Published>>>;
@@ -219,6 +223,7 @@ impl Sampler {
         self.tx.send_replace(Some(Arc::new(Published {
             snapshot,
             exposition: Bytes::from(exposition.text),
+            gzipped: tokio::sync::OnceCell::new(),
         })));
         self.last_cycle_seconds = started.elapsed().as_secs_f64();
     }

@@ -200,6 +200,28 @@ fn endpoints_and_content_type() {
         "debug endpoints are off by default"
     );
     assert!(e.metrics().ends_with("# EOF\n"));
+
+    // Prometheus asks for gzip; the body must be the same exposition, compressed.
+    let (status, head, body) =
+        support::http_get_raw(e.port, "/metrics", "Accept-Encoding: gzip\r\n").unwrap();
+    assert_eq!(status, 200);
+    let head = head.to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(head.contains("vary: accept-encoding"), "{head}");
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut text)
+        .expect("a gzip body");
+    assert!(
+        text.starts_with("# HELP") && text.ends_with("# EOF\n"),
+        "{text}"
+    );
+    assert!(text.contains(r#"gpu_info{node="test-node",gpu="0""#));
+    let (_, head, _) =
+        support::http_get_raw(e.port, "/metrics", "Accept-Encoding: gzip;q=0\r\n").unwrap();
+    assert!(
+        !head.to_ascii_lowercase().contains("content-encoding"),
+        "{head}"
+    );
     let log = e.stop();
     assert!(
         log.contains("shutting down"),

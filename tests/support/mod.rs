@@ -41,18 +41,35 @@ pub fn free_port() -> u16 {
 
 /// A plain HTTP/1.0 GET, enough for tests without an HTTP client dependency.
 pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, String, String)> {
+    let (status, head, body) = http_get_raw(port, path, "")?;
+    let body = String::from_utf8(body)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    Ok((status, head, body))
+}
+
+/// The same with extra request header lines (each ending in CRLF); the body as bytes.
+pub fn http_get_raw(
+    port: u16,
+    path: &str,
+    headers: &str,
+) -> std::io::Result<(u16, String, Vec<u8>)> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n{headers}\r\n")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(raw.len());
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let body = raw.get(split + 4..).unwrap_or_default().to_vec();
     let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    Ok((status, head.to_owned(), body.to_owned()))
+    Ok((status, head, body))
 }
 
 pub struct Exporter {
