@@ -443,3 +443,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         attribution: stats,
     }
 }
+
+#[cfg(test)]
+#[path = "join_tests.rs"]
+mod tests;

@@ -1,0 +1,68 @@
+//! Unit tests of the join where the kubelet and NVML disagree.
+
+use super::*;
+use crate::model::{GpuSample, MigSample, NvmlSample};
+use crate::source::podresources::{Allocations, ContainerAllocation, ResourceDevices};
+
+fn allocation(pod: &str, mig_uuid: &str) -> ContainerAllocation {
+    ContainerAllocation {
+        namespace: "ml".into(),
+        pod: pod.into(),
+        container: "main".into(),
+        devices: vec![ResourceDevices {
+            resource_name: "nvidia.com/mig-1g.10gb".into(),
+            device_ids: vec![mig_uuid.into()],
+        }],
+        dynamic: vec![],
+    }
+}
+
+#[test]
+fn a_pod_holding_a_destroyed_mig_instance_leaves_no_series_and_is_counted() {
+    // The kubelet still lists a pod on an instance that a live re-partition destroyed.
+    let nvml = NvmlSample {
+        gpus: vec![GpuSample {
+            uuid: "GPU-f86ae500-eefe-ae79-dc8d-234ca550730a".into(),
+            up: true,
+            mig_enabled: Some(true),
+            mig_instances: vec![MigSample {
+                uuid: "MIG-3a000000-0000-4000-8000-000000000001".into(),
+                profile: "1g.10gb".into(),
+                slices: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let allocations = Allocations {
+        containers: vec![
+            allocation("kept", "MIG-3a000000-0000-4000-8000-000000000001"),
+            allocation("orphan", "MIG-2b000000-0000-4000-8000-000000000002"),
+        ],
+        ..Default::default()
+    };
+    let s = join(JoinInputs {
+        node: "n",
+        timestamp_seconds: 1.0,
+        nvml: &nvml,
+        collectors: vec![],
+        sample_duration_seconds: 0.0,
+        allocations: Some(&allocations),
+        cluster: None,
+        cgroups: &Default::default(),
+        resources: &Default::default(),
+        previous: None,
+    });
+    let pods: Vec<&str> = s.gpus[0]
+        .containers
+        .iter()
+        .map(|c| c.pod.pod.as_str())
+        .collect();
+    assert_eq!(pods, ["kept"]);
+    assert_eq!(
+        s.gpus[0].containers[0].mig_uuid.as_deref(),
+        Some("MIG-3a000000-0000-4000-8000-000000000001")
+    );
+    assert_eq!(s.attribution.unresolved_device_ids, 1);
+}
