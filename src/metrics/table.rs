@@ -156,8 +156,8 @@ families! {
     GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device with no activity, at sample resolution.";
     GPU_CONTAINER_UNALLOCATED_USE = "gpu_container_unallocated_use", Gauge, CONTAINER_LABELS, "1 when the container runs processes on a device it was not allocated (the device plugin was bypassed).";
     GPU_PROCESS_MEMORY_USED = "gpu_process_memory_used_bytes", Gauge, PROCESS_LABELS, "GPU memory the process holds.";
-    GPU_PROCESS_SM_UTILIZATION = "gpu_process_sm_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of SM time over the last sample period (absent on MIG).";
-    GPU_PROCESS_MEMORY_UTILIZATION = "gpu_process_memory_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of memory-controller time over the last sample period (absent on MIG).";
+    GPU_PROCESS_SM_UTILIZATION = "gpu_process_sm_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of SM time in NVML's newest sample for it, read every --nvml.process-interval (absent on MIG and for MPS clients).";
+    GPU_PROCESS_MEMORY_UTILIZATION = "gpu_process_memory_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of memory-controller time in NVML's newest sample for it, read every --nvml.process-interval (absent on MIG and for MPS clients).";
     TESSERA_BUILD_INFO = "tessera_build_info", Gauge, &[VERSION, REVISION], "tessera's version; value 1.";
     TESSERA_COLLECTOR_SUCCESS = "tessera_collector_success", Gauge, &[NODE, COLLECTOR], "1 when the collector's last attempt succeeded.";
     TESSERA_COLLECTOR_DURATION = "tessera_collector_duration_seconds", Gauge, &[NODE, COLLECTOR], "Duration of the collector's last attempt.";
