@@ -6,18 +6,15 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from probe import threads  # noqa: E402  (scripts/bench/probe.py: per-thread schedstat)
+
 
 def snapshot(pid):
+    """CPU seconds per thread name (threads of one name, e.g. tokio workers, summed)."""
     out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                name = f.read().strip()
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                ns = int(f.read().split()[0])
-        except OSError:
-            continue
-        out[tid] = (name, ns)
+    for name, seconds in threads(pid):
+        out[name] = out.get(name, 0.0) + seconds
     return out
 
 
@@ -27,14 +24,12 @@ def main():
     a, t0 = snapshot(pid), time.time()
     time.sleep(seconds)
     b, wall = snapshot(pid), time.time() - t0
-    per = {}
-    for tid, (name, ns) in b.items():
-        per[name] = per.get(name, 0) + ns - a.get(tid, (name, 0))[1]
+    per = {name: seconds - a.get(name, 0.0) for name, seconds in b.items()}
     total = sum(per.values())
     print(f"| thread (over {wall:.0f} s) | CPU ms per second |\n|---|---|")
-    for name, ns in sorted(per.items(), key=lambda kv: -kv[1]):
-        print(f"| {name} | {ns / 1e6 / wall:.3f} |")
-    print(f"| **all** | **{total / 1e6 / wall:.3f}** ({total / 1e9 / wall * 100:.3f} % of a core) |")
+    for name, seconds in sorted(per.items(), key=lambda kv: -kv[1]):
+        print(f"| {name} | {seconds * 1e3 / wall:.3f} |")
+    print(f"| **all** | **{total * 1e3 / wall:.3f}** ({total / wall * 100:.3f} % of a core) |")
 
 
 if __name__ == "__main__":
