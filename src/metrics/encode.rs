@@ -2,8 +2,7 @@
 //! are the Prometheus org's. Series of a vanished GPU or process vanish with the snapshot.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -47,7 +46,10 @@ pub struct Exposition {
     pub dropped_series: usize,
 }
 
-type Labels = Vec<(Cow<'static, str>, String)>;
+/// Label values are shared, not copied: a GPU's or a process's label set is built once and
+/// cloned into each of its series, so a clone costs one small vector, not a string per label.
+type Value = Arc<str>;
+type Labels = Vec<(Cow<'static, str>, Value)>;
 
 #[derive(Debug, Default)]
 struct Families {
@@ -64,18 +66,6 @@ fn is_detail(f: &Family) -> bool {
     f.name.starts_with("gpu_container_") || f.name.starts_with("gpu_process_")
 }
 
-fn family_index(f: &Family) -> usize {
-    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
-    let index = INDEX.get_or_init(|| {
-        table::ALL
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.name, i))
-            .collect()
-    });
-    index.get(f.name).copied().unwrap_or(usize::MAX)
-}
-
 impl Families {
     fn new(max_len: usize, max_series: usize) -> Self {
         Self {
@@ -88,16 +78,15 @@ impl Families {
         }
     }
 
-    fn cap(&mut self, mut v: String) -> String {
+    fn cap(&mut self, v: &mut Value) {
         if v.len() > self.max_len {
             let mut end = self.max_len;
             while !v.is_char_boundary(end) {
                 end -= 1;
             }
-            v.truncate(end);
+            *v = Value::from(&v[..end]);
             self.truncated += 1;
         }
-        v
     }
 
     fn push(&mut self, f: &Family, labels: Labels, value: f64) {
@@ -110,8 +99,11 @@ impl Families {
             self.dropped += 1;
             return;
         }
-        let labels = labels.into_iter().map(|(k, v)| (k, self.cap(v))).collect();
-        if let Some(s) = self.series.get_mut(family_index(f)) {
+        let mut labels = labels;
+        for (_, v) in &mut labels {
+            self.cap(v);
+        }
+        if let Some(s) = self.series.get_mut(f.index) {
             s.push((labels, value));
             self.count += 1;
         }
@@ -120,18 +112,19 @@ impl Families {
 
 fn gpu_labels(node: &str, g: &GpuView) -> Labels {
     vec![
-        (label::NODE.into(), node.to_owned()),
-        (label::GPU.into(), g.index.to_string()),
-        (label::UUID.into(), g.uuid.clone()),
-        (
-            label::SHARING_MODE.into(),
-            g.sharing_mode.as_label().to_owned(),
-        ),
+        (label::NODE.into(), node.into()),
+        (label::GPU.into(), g.index.to_string().into()),
+        (label::UUID.into(), g.uuid.as_str().into()),
+        (label::SHARING_MODE.into(), g.sharing_mode.as_label().into()),
     ]
 }
 
-fn with(mut base: Labels, extra: &[(&'static str, String)]) -> Labels {
-    base.extend(extra.iter().map(|(k, v)| (Cow::Borrowed(*k), v.clone())));
+fn with<const N: usize>(mut base: Labels, extra: [(&'static str, String); N]) -> Labels {
+    base.extend(
+        extra
+            .into_iter()
+            .map(|(k, v)| (Cow::Borrowed(k), Value::from(v))),
+    );
     base
 }
 
@@ -147,7 +140,7 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
         &table::GPU_INFO,
         with(
             l.clone(),
-            &[
+            [
                 (label::MODEL, s.model.clone()),
                 (label::DRIVER_VERSION, driver.to_owned()),
                 (label::PCI_BUS_ID, s.pci_bus_id.clone()),
@@ -170,7 +163,7 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
     for (xid, count) in &s.xid_counts {
         out.push(
             &table::GPU_XID_ERRORS,
-            with(l.clone(), &[(label::XID, xid.to_string())]),
+            with(l.clone(), [(label::XID, xid.to_string())]),
             *count as f64,
         );
     }
@@ -250,7 +243,7 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
     ];
     for (f, key, value, v) in labelled {
         if let Some(v) = v {
-            out.push(f, with(l.clone(), &[(key, value.to_owned())]), v);
+            out.push(f, with(l.clone(), [(key, value.to_owned())]), v);
         }
     }
     if let Some(bits) = s.clock_event_reasons {
@@ -258,7 +251,7 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
             let active = if bits & bit != 0 { 1.0 } else { 0.0 };
             out.push(
                 &table::GPU_CLOCK_EVENT_REASONS,
-                with(l.clone(), &[(label::REASON, reason.to_owned())]),
+                with(l.clone(), [(label::REASON, reason.to_owned())]),
                 active,
             );
         }
@@ -267,10 +260,10 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
 
 fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
     let mut l = gpu_labels(node, g);
-    l[3].1 = m.sharing_mode.as_label().to_owned();
+    l[3].1 = m.sharing_mode.as_label().into();
     let l = with(
         l,
-        &[
+        [
             (label::MIG_UUID, m.uuid.clone()),
             (label::GPU_INSTANCE_ID, m.sample.gpu_instance_id.to_string()),
             (label::PROFILE, m.sample.profile.clone()),
@@ -280,7 +273,7 @@ fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
         &table::GPU_MIG_INSTANCE_INFO,
         with(
             l.clone(),
-            &[
+            [
                 (
                     label::COMPUTE_INSTANCE_ID,
                     m.sample.compute_instance_id.to_string(),
@@ -321,12 +314,12 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
     let mut l = gpu_labels(node, g);
     let mig = p.sample.mig_uuid.clone().unwrap_or_default();
     if let Some(m) = g.mig.iter().find(|m| m.uuid == mig) {
-        l[3].1 = m.sharing_mode.as_label().to_owned();
+        l[3].1 = m.sharing_mode.as_label().into();
     }
     let pod = p.pod.as_deref();
     let l = with(
         l,
-        &[
+        [
             (label::MIG_UUID, mig),
             (label::PID, p.sample.pid.to_string()),
             (label::PROCESS, p.sample.name.clone()),
@@ -367,11 +360,11 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
 
 fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &ContainerUse) {
     let mut l = gpu_labels(node, g);
-    l[3].1 = c.sharing_mode.as_label().to_owned();
+    l[3].1 = c.sharing_mode.as_label().into();
     let p = &c.pod;
     let mut l = with(
         l,
-        &[
+        [
             (label::MIG_UUID, c.mig_uuid.clone().unwrap_or_default()),
             (label::NAMESPACE, p.namespace.clone()),
             (label::POD, p.pod.clone()),
@@ -384,15 +377,15 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
         base.extend(
             p.labels
                 .iter()
-                .map(|(k, v)| (Cow::Owned(k.clone()), v.clone())),
+                .map(|(k, v)| (Cow::Owned(k.clone()), Value::from(v.as_str()))),
         );
         base
     };
     for a in &c.allocations {
         let mut al = l.clone();
-        al.push((label::RESOURCE.into(), a.resource.clone()));
-        al.push((label::DEVICE_ID.into(), a.device_id.clone()));
-        al.push((label::CLAIM.into(), a.claim.clone()));
+        al.push((label::RESOURCE.into(), a.resource.as_str().into()));
+        al.push((label::DEVICE_ID.into(), a.device_id.as_str().into()));
+        al.push((label::CLAIM.into(), a.claim.as_str().into()));
         out.push(&table::GPU_CONTAINER_ALLOCATION, pod_labels(al), 1.0);
     }
     l = pod_labels(l);
@@ -413,17 +406,18 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
 }
 
 fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
-    let node = || (Cow::Borrowed(label::NODE), snap.node.clone());
+    let node_value = Value::from(snap.node.as_str());
+    let node = || (Cow::Borrowed(label::NODE), node_value.clone());
     out.push(
         &table::TESSERA_BUILD_INFO,
         vec![
-            (label::VERSION.into(), opts.version.to_owned()),
-            (label::REVISION.into(), opts.revision.to_owned()),
+            (label::VERSION.into(), opts.version.into()),
+            (label::REVISION.into(), opts.revision.into()),
         ],
         1.0,
     );
     for c in &snap.collectors {
-        let l = vec![node(), (label::COLLECTOR.into(), c.name.to_owned())];
+        let l = vec![node(), (label::COLLECTOR.into(), c.name.into())];
         out.push(
             &table::TESSERA_COLLECTOR_SUCCESS,
             l.clone(),
@@ -441,14 +435,14 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
     ] {
         out.push(
             &table::TESSERA_ATTRIBUTION_GAPS,
-            vec![node(), (label::KIND.into(), what.to_owned())],
+            vec![node(), (label::KIND.into(), what.into())],
             n as f64,
         );
     }
     for (call, n) in &snap.nvml_errors {
         out.push(
             &table::TESSERA_NVML_ERRORS,
-            vec![node(), (label::CALL.into(), (*call).to_owned())],
+            vec![node(), (label::CALL.into(), (*call).into())],
             *n as f64,
         );
     }
@@ -510,7 +504,7 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
         }
     }
     self_families(&mut out, snap, opts);
-    let node = || (Cow::Borrowed(label::NODE), snap.node.clone());
+    let node = || (Cow::Borrowed(label::NODE), Value::from(snap.node.as_str()));
     let (dropped, truncated) = (out.dropped as f64, out.truncated as f64);
     out.push(&table::TESSERA_SERIES_DROPPED, vec![node()], dropped);
     out.push(

@@ -10,6 +10,8 @@ pub enum Kind {
 
 #[derive(Debug, Clone, Copy)]
 pub struct Family {
+    /// Position in [`ALL`], so the encoder files a series without hashing the name.
+    pub index: usize,
     pub name: &'static str,
     pub kind: Kind,
     pub labels: &'static [&'static str],
@@ -109,7 +111,9 @@ const PROCESS_LABELS: &[&str] = &[
 
 macro_rules! families {
     ($($ident:ident = $name:literal, $kind:ident, $labels:expr, $help:literal;)*) => {
-        $(pub const $ident: Family = Family { name: $name, kind: Kind::$kind, labels: $labels, help: $help };)*
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+        enum Position { $($ident),* }
+        $(pub const $ident: Family = Family { index: Position::$ident as usize, name: $name, kind: Kind::$kind, labels: $labels, help: $help };)*
         pub const ALL: &[Family] = &[$($ident),*];
     };
 }
@@ -168,4 +172,16 @@ families! {
     TESSERA_LABEL_VALUES_TRUNCATED = "tessera_label_values_truncated", Gauge, &[NODE], "Label values cut to --metrics.max-label-value-length in this exposition.";
     TESSERA_SAMPLES = "tessera_samples", Counter, &[NODE], "Sample cycles published since tessera started.";
     TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE], "Unix time of the sample being served.";
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn each_family_knows_its_position_and_names_are_unique() {
+        let mut names = std::collections::HashSet::new();
+        for (i, f) in super::ALL.iter().enumerate() {
+            assert_eq!(f.index, i, "{}", f.name);
+            assert!(names.insert(f.name), "{} twice", f.name);
+        }
+    }
 }
