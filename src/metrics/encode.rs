@@ -46,14 +46,29 @@ pub struct Exposition {
     pub dropped_series: usize,
 }
 
-/// Label values are shared, not copied: a GPU's or a process's label set is built once and
-/// cloned into each of its series, so a clone costs one small vector, not a string per label.
 type Value = Arc<str>;
-type Labels = Vec<(Cow<'static, str>, Value)>;
+type Label = (Cow<'static, str>, Value);
+type Labels = Vec<Label>;
+
+/// A label set its series share (a GPU's, a process's), built and capped once: a series holds
+/// a pointer to it and at most one label of its own, not a copy of every label.
+#[derive(Debug, Clone)]
+struct Shared {
+    labels: Arc<[Label]>,
+    /// Values it had cut, counted again for each series that carries it.
+    truncated: usize,
+}
+
+#[derive(Debug)]
+struct Series {
+    shared: Arc<[Label]>,
+    own: Option<Label>,
+    value: f64,
+}
 
 #[derive(Debug, Default)]
 struct Families {
-    series: Vec<Vec<(Labels, f64)>>,
+    series: Vec<Vec<Series>>,
     count: usize,
     truncated: usize,
     dropped: usize,
@@ -69,7 +84,9 @@ fn is_detail(f: &Family) -> bool {
 impl Families {
     fn new(max_len: usize, max_series: usize) -> Self {
         Self {
-            series: vec![Vec::new(); table::ALL.len()],
+            series: std::iter::repeat_with(Vec::new)
+                .take(table::ALL.len())
+                .collect(),
             count: 0,
             truncated: 0,
             dropped: 0,
@@ -78,20 +95,51 @@ impl Families {
         }
     }
 
-    fn cap(&mut self, v: &mut Value) {
-        if v.len() > self.max_len {
-            let mut end = self.max_len;
-            while !v.is_char_boundary(end) {
-                end -= 1;
-            }
-            *v = Value::from(&v[..end]);
-            self.truncated += 1;
+    /// Cuts `v` to the length cap (at a char boundary); whether it had to.
+    fn cut(&self, v: &mut Value) -> bool {
+        if v.len() <= self.max_len {
+            return false;
+        }
+        let mut end = self.max_len;
+        while !v.is_char_boundary(end) {
+            end -= 1;
+        }
+        *v = Value::from(&v[..end]);
+        true
+    }
+
+    fn share(&self, mut labels: Labels) -> Shared {
+        let mut truncated = 0;
+        for (_, v) in &mut labels {
+            truncated += usize::from(self.cut(v));
+        }
+        Shared {
+            labels: labels.into(),
+            truncated,
         }
     }
 
+    /// A series whose label set no other series shares.
     fn push(&mut self, f: &Family, labels: Labels, value: f64) {
+        let shared = self.share(labels);
+        self.push_shared(f, &shared, None, value);
+    }
+
+    fn push_shared(
+        &mut self,
+        f: &Family,
+        shared: &Shared,
+        own: Option<(&'static str, String)>,
+        value: f64,
+    ) {
         debug_assert!(
-            labels.iter().zip(f.labels).all(|((k, _), want)| k == want),
+            shared
+                .labels
+                .iter()
+                .map(|(k, _)| k.as_ref())
+                .chain(own.as_ref().map(|(k, _)| *k))
+                .zip(f.labels)
+                .all(|(k, want)| k == *want),
             "labels of {} out of table order",
             f.name
         );
@@ -99,12 +147,18 @@ impl Families {
             self.dropped += 1;
             return;
         }
-        let mut labels = labels;
-        for (_, v) in &mut labels {
-            self.cap(v);
-        }
+        let own = own.map(|(k, v)| {
+            let mut v = Value::from(v);
+            self.truncated += usize::from(self.cut(&mut v));
+            (Cow::Borrowed(k), v)
+        });
+        self.truncated += shared.truncated;
         if let Some(s) = self.series.get_mut(f.index) {
-            s.push((labels, value));
+            s.push(Series {
+                shared: shared.labels.clone(),
+                own,
+                value,
+            });
             self.count += 1;
         }
     }
@@ -129,7 +183,8 @@ fn with<const N: usize>(mut base: Labels, extra: [(&'static str, String); N]) ->
 }
 
 fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
-    let l = gpu_labels(node, g);
+    let base = gpu_labels(node, g);
+    let l = out.share(base.clone());
     let s = &g.sample;
     let mig_mode = match s.mig_enabled {
         Some(true) => "enabled",
@@ -139,7 +194,7 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
     out.push(
         &table::GPU_INFO,
         with(
-            l.clone(),
+            base,
             [
                 (label::MODEL, s.model.clone()),
                 (label::DRIVER_VERSION, driver.to_owned()),
@@ -156,14 +211,15 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
         ),
         1.0,
     );
-    out.push(&table::GPU_UP, l.clone(), if s.up { 1.0 } else { 0.0 });
-    out.push(&table::GPU_SHARERS, l.clone(), f64::from(g.sharers));
-    out.push(&table::GPU_REPLICAS, l.clone(), f64::from(g.replicas));
+    out.push_shared(&table::GPU_UP, &l, None, if s.up { 1.0 } else { 0.0 });
+    out.push_shared(&table::GPU_SHARERS, &l, None, f64::from(g.sharers));
+    out.push_shared(&table::GPU_REPLICAS, &l, None, f64::from(g.replicas));
     // XIDs stay visible on a lost GPU: XID 79 is how it got lost.
     for (xid, count) in &s.xid_counts {
-        out.push(
+        out.push_shared(
             &table::GPU_XID_ERRORS,
-            with(l.clone(), [(label::XID, xid.to_string())]),
+            &l,
+            Some((label::XID, xid.to_string())),
             *count as f64,
         );
     }
@@ -172,7 +228,7 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
     }
     let mut opt = |f: &Family, v: Option<f64>| {
         if let Some(v) = v {
-            out.push(f, l.clone(), v);
+            out.push_shared(f, &l, None, v);
         }
     };
     opt(&table::GPU_MEMORY_TOTAL, s.memory.map(|m| m.total as f64));
@@ -243,15 +299,16 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
     ];
     for (f, key, value, v) in labelled {
         if let Some(v) = v {
-            out.push(f, with(l.clone(), [(key, value.to_owned())]), v);
+            out.push_shared(f, &l, Some((key, value.to_owned())), v);
         }
     }
     if let Some(bits) = s.clock_event_reasons {
         for (bit, reason) in CLOCK_EVENT_REASONS {
             let active = if bits & bit != 0 { 1.0 } else { 0.0 };
-            out.push(
+            out.push_shared(
                 &table::GPU_CLOCK_EVENT_REASONS,
-                with(l.clone(), [(label::REASON, reason.to_owned())]),
+                &l,
+                Some((label::REASON, reason.to_owned())),
                 active,
             );
         }
@@ -269,10 +326,11 @@ fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
             (label::PROFILE, m.sample.profile.clone()),
         ],
     );
+    let shared = out.share(l.clone());
     out.push(
         &table::GPU_MIG_INSTANCE_INFO,
         with(
-            l.clone(),
+            l,
             [
                 (
                     label::COMPUTE_INSTANCE_ID,
@@ -305,7 +363,7 @@ fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
     ];
     for (f, v) in values {
         if let Some(v) = v {
-            out.push(f, l.clone(), v);
+            out.push_shared(f, &shared, None, v);
         }
     }
 }
@@ -317,7 +375,7 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
         l[3].1 = m.sharing_mode.as_label().into();
     }
     let pod = p.pod.as_deref();
-    let l = with(
+    let shared = with(
         l,
         [
             (label::MIG_UUID, mig),
@@ -342,6 +400,7 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
             ),
         ],
     );
+    let shared = out.share(shared);
     let s = &p.sample;
     let values = [
         (
@@ -353,7 +412,7 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
     ];
     for (f, v) in values {
         if let Some(v) = v {
-            out.push(f, l.clone(), v);
+            out.push_shared(f, &shared, None, v);
         }
     }
 }
@@ -362,7 +421,7 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
     let mut l = gpu_labels(node, g);
     l[3].1 = c.sharing_mode.as_label().into();
     let p = &c.pod;
-    let mut l = with(
+    let l = with(
         l,
         [
             (label::MIG_UUID, c.mig_uuid.clone().unwrap_or_default()),
@@ -388,20 +447,21 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
         al.push((label::CLAIM.into(), a.claim.as_str().into()));
         out.push(&table::GPU_CONTAINER_ALLOCATION, pod_labels(al), 1.0);
     }
-    l = pod_labels(l);
-    out.push(
+    let l = out.share(pod_labels(l));
+    out.push_shared(
         &table::GPU_CONTAINER_MEMORY_USED,
-        l.clone(),
+        &l,
+        None,
         c.memory_used_bytes as f64,
     );
     if let Some(sm) = c.sm_utilization {
-        out.push(&table::GPU_CONTAINER_SM_UTILIZATION, l.clone(), sm);
+        out.push_shared(&table::GPU_CONTAINER_SM_UTILIZATION, &l, None, sm);
     }
     if !c.allocations.is_empty() {
-        out.push(&table::GPU_CONTAINER_IDLE, l.clone(), c.idle_seconds);
+        out.push_shared(&table::GPU_CONTAINER_IDLE, &l, None, c.idle_seconds);
     }
     if c.unallocated_use {
-        out.push(&table::GPU_CONTAINER_UNALLOCATED_USE, l, 1.0);
+        out.push_shared(&table::GPU_CONTAINER_UNALLOCATED_USE, &l, None, 1.0);
     }
 }
 
@@ -474,11 +534,12 @@ impl Collector for Families {
                 Kind::Counter => MetricType::Counter,
             };
             let mut family = encoder.encode_descriptor(f.name, f.help, None, kind)?;
-            for (labels, value) in series {
-                let metric = family.encode_family(labels)?;
+            for s in series {
+                let labels = (&*s.shared, s.own.as_slice());
+                let metric = family.encode_family(&labels)?;
                 match f.kind {
-                    Kind::Gauge => ConstGauge::new(*value).encode(metric)?,
-                    Kind::Counter => ConstCounter::new(*value).encode(metric)?,
+                    Kind::Gauge => ConstGauge::new(s.value).encode(metric)?,
+                    Kind::Counter => ConstCounter::new(s.value).encode(metric)?,
                 }
             }
         }
