@@ -52,7 +52,7 @@ type Labels = Vec<Label>;
 
 /// A label set its series share (a GPU's, a process's), built and capped once: a series holds
 /// a pointer to it and at most one label of its own, not a copy of every label.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Shared {
     labels: Arc<[Label]>,
     /// Values it had cut, counted again for each series that carries it.
@@ -66,7 +66,7 @@ struct Series {
     value: f64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Families {
     series: Vec<Vec<Series>>,
     count: usize,
