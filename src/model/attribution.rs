@@ -6,12 +6,23 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::allocations::Allocations;
+use super::cluster::{ClusterView, PodMeta};
 use super::device_id::{parse_device_id, DeviceRef, ResourceMatcher};
-use super::join::PodRef;
+use super::identity::CgroupIdentity;
 use super::GpuSample;
-use crate::source::cgroup::CgroupIdentity;
-use crate::source::kube::{ClusterView, PodMeta};
-use crate::source::podresources::Allocations;
+
+/// Who a process or allocation belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct PodRef {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+    pub workload_kind: String,
+    pub workload: String,
+    /// Allow-listed pod labels, already turned into label names (`label_<name>`).
+    pub labels: Vec<(String, String)>,
+}
 
 /// A GPU (by position in the sample) or one of its MIG instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

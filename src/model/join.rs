@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::allocations::Allocations;
+pub use super::attribution::PodRef;
 use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Target};
+use super::cluster::{ClusterView, SharingStrategy};
 use super::device_id::ResourceMatcher;
+use super::identity::CgroupIdentity;
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
 use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
-use crate::source::cgroup::CgroupIdentity;
-use crate::source::kube::{ClusterView, SharingStrategy};
-use crate::source::podresources::Allocations;
 
 /// Below this share of SM time a container counts as idle for that sample.
 pub const IDLE_SM_RATIO: f64 = 0.01;
@@ -26,18 +27,6 @@ pub struct CollectorStatus {
     pub name: &'static str,
     pub success: bool,
     pub duration_seconds: f64,
-}
-
-/// Who a process or allocation belongs to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct PodRef {
-    pub namespace: String,
-    pub pod: String,
-    pub container: String,
-    pub workload_kind: String,
-    pub workload: String,
-    /// Allow-listed pod labels, already turned into label names (`label_<name>`).
-    pub labels: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -1,8 +1,8 @@
 //! Unit tests of the join where the kubelet and NVML disagree.
 
 use super::*;
+use crate::model::allocations::{Allocations, ContainerAllocation, ResourceDevices};
 use crate::model::{GpuSample, MigSample, NvmlSample};
-use crate::source::podresources::{Allocations, ContainerAllocation, ResourceDevices};
 
 fn allocation(pod: &str, mig_uuid: &str) -> ContainerAllocation {
     ContainerAllocation {

@@ -1,8 +1,11 @@
 //! Plain data: what the sources saw and what the exporter shows. No I/O, no NVML or Prometheus
 //! types, so every attribution rule can be tested without a GPU.
 
+pub mod allocations;
 pub mod attribution;
+pub mod cluster;
 pub mod device_id;
+pub mod identity;
 pub mod join;
 pub mod sharing;
 

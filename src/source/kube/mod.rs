@@ -7,7 +7,6 @@
 mod node;
 mod pods;
 mod slices;
-mod view;
 
 #[cfg(test)]
 mod fault_tests;
@@ -28,10 +27,9 @@ use tokio::task::JoinHandle;
 
 use crate::source::SourceState;
 
-pub use node::{NodeSharing, SharingStrategy};
-pub use pods::{ContainerMeta, PodMeta};
-pub use slices::DraDevice;
-pub use view::ClusterView;
+pub use crate::model::cluster::{
+    ClusterView, ContainerMeta, DraDevice, NodeSharing, PodMeta, SharingStrategy,
+};
 
 /// Bounds every response so a hung API server surfaces as an error; above the watch timeout,
 /// because a quiet watch legitimately sends nothing until the server closes it.

@@ -1,6 +1,6 @@
 //! Pods of this node: the reflector that follows them and their conversion to [`PodMeta`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use ::kube::api::Api;
 use ::kube::runtime::reflector::{self, Store};
@@ -9,6 +9,8 @@ use ::kube::ResourceExt;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+
+use crate::model::cluster::{normalize_uid, strip_scheme, ContainerMeta, PodMeta};
 
 /// Annotation carrying a static pod's config hash, which is the pod UID in its cgroup path.
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
@@ -19,32 +21,6 @@ const POD_TEMPLATE_HASH_LABEL: &str = "pod-template-hash";
 /// Server-side watch timeout: the API server ends each watch after this, and the client
 /// resumes from its last resource version. Must stay below the client's read timeout.
 pub(super) const WATCH_TIMEOUT_SECS: u32 = 120;
-
-/// What tessera knows about one pod on this node.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PodMeta {
-    /// Normalized: lowercase with dashes.
-    pub uid: String,
-    pub namespace: String,
-    pub name: String,
-    /// Controller workload kind (a ReplicaSet made by a Deployment reads `Deployment`).
-    pub owner_kind: Option<String>,
-    pub owner_name: Option<String>,
-    /// Only the allow-listed labels, values verbatim (escaping is the encoder's job).
-    pub labels: BTreeMap<String, String>,
-    /// Static pods: `kubernetes.io/config.hash`, lowercase, as the kubelet wrote it.
-    pub config_hash: Option<String>,
-    /// Init, regular, then ephemeral containers, in spec order.
-    pub containers: Vec<ContainerMeta>,
-    pub phase: Option<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ContainerMeta {
-    pub name: String,
-    /// Runtime scheme (`containerd://`, `cri-o://`, `docker://`) stripped; None until started.
-    pub container_id: Option<String>,
-}
 
 /// A running pod reflector: `store` fills from `events`, which must be polled.
 pub(super) struct PodWatch {
@@ -76,34 +52,6 @@ fn slim(pod: &mut Pod) {
     if let Some(ann) = pod.metadata.annotations.as_mut() {
         ann.retain(|k, _| k == CONFIG_HASH_ANNOTATION || k == CONFIG_MIRROR_ANNOTATION);
     }
-}
-
-/// Lowercase with dashes: cgroup paths of the systemd driver spell UIDs with underscores.
-pub fn normalize_uid(uid: &str) -> String {
-    uid.trim().to_ascii_lowercase().replace('_', "-")
-}
-
-/// `0123…` (32 hex digits) as `01234567-89ab-cdef-0123-456789abcdef`; None if not 32 hex.
-pub fn dashed_uid(hex: &str) -> Option<String> {
-    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let h = hex.to_ascii_lowercase();
-    Some(format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    ))
-}
-
-/// A container ID without its runtime scheme, lowercase like the cgroup parser's; None for
-/// the empty ID of a container not yet started.
-pub fn strip_scheme(id: &str) -> Option<String> {
-    let id = id.split_once("://").map_or(id, |(_, rest)| rest).trim();
-    (!id.is_empty()).then(|| id.to_ascii_lowercase())
 }
 
 impl PodMeta {
@@ -212,6 +160,7 @@ fn containers(pod: &Pod) -> Vec<ContainerMeta> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::cluster::dashed_uid;
     use serde_json::json;
 
     fn pod(v: serde_json::Value) -> Pod {

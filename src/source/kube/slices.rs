@@ -9,19 +9,7 @@ use ::kube::Client;
 use k8s_openapi::api::resource::{v1, v1beta1};
 
 use super::KubeSourceError;
-
-/// One device published in a ResourceSlice.
-#[derive(Debug, Clone, PartialEq, Eq, Default, PartialOrd, Ord)]
-pub struct DraDevice {
-    pub driver: String,
-    pub pool: String,
-    pub device: String,
-    pub uuid: Option<String>,
-    pub parent_uuid: Option<String>,
-    pub profile: Option<String>,
-    /// The driver's `type` attribute (`gpu`, `mig`, …).
-    pub kind: Option<String>,
-}
+pub use crate::model::cluster::DraDevice;
 
 /// Which `resource.k8s.io` version answers; clusters before 1.34 serve only the betas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,427 @@
+//! The node as the Kubernetes API describes it: its pods, its device-plugin labels and its DRA
+//! devices, as plain data. The Kubernetes source fills it; the join reads it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// What tessera knows about one pod on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PodMeta {
+    /// Normalized: lowercase with dashes.
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    /// Controller workload kind (a ReplicaSet made by a Deployment reads `Deployment`).
+    pub owner_kind: Option<String>,
+    pub owner_name: Option<String>,
+    /// Only the allow-listed labels, values verbatim (escaping is the encoder's job).
+    pub labels: BTreeMap<String, String>,
+    /// Static pods: `kubernetes.io/config.hash`, lowercase, as the kubelet wrote it.
+    pub config_hash: Option<String>,
+    /// Init, regular, then ephemeral containers, in spec order.
+    pub containers: Vec<ContainerMeta>,
+    pub phase: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ContainerMeta {
+    pub name: String,
+    /// Runtime scheme (`containerd://`, `cri-o://`, `docker://`) stripped; None until started.
+    pub container_id: Option<String>,
+}
+
+/// Lowercase with dashes: cgroup paths of the systemd driver spell UIDs with underscores.
+pub fn normalize_uid(uid: &str) -> String {
+    uid.trim().to_ascii_lowercase().replace('_', "-")
+}
+
+/// `0123…` (32 hex digits) as `01234567-89ab-cdef-0123-456789abcdef`; None if not 32 hex.
+pub fn dashed_uid(hex: &str) -> Option<String> {
+    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let h = hex.to_ascii_lowercase();
+    Some(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ))
+}
+
+/// A container ID without its runtime scheme, lowercase like the cgroup parser's; None for
+/// the empty ID of a container not yet started.
+pub fn strip_scheme(id: &str) -> Option<String> {
+    let id = id.split_once("://").map_or(id, |(_, rest)| rest).trim();
+    (!id.is_empty()).then(|| id.to_ascii_lowercase())
+}
+
+pub const SHARING_STRATEGY_LABEL: &str = "nvidia.com/gpu.sharing-strategy";
+
+pub const REPLICAS_LABEL: &str = "nvidia.com/gpu.replicas";
+
+pub const MIG_STRATEGY_LABEL: &str = "nvidia.com/mig.strategy";
+
+pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+
+/// Per-profile labels are `nvidia.com/mig-<profile>.sharing-strategy` and `.replicas`.
+const MIG_PROFILE_PREFIX: &str = "nvidia.com/mig-";
+
+/// How the device plugin offers a device (`nvidia.com/…sharing-strategy`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SharingStrategy {
+    /// `none`: each device goes to one container.
+    None,
+    TimeSlicing,
+    Mps,
+    /// A value this version does not know, kept so it can be reported rather than guessed.
+    Other(String),
+}
+
+impl SharingStrategy {
+    pub fn parse(value: &str) -> Self {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "none" => Self::None,
+            "time-slicing" => Self::TimeSlicing,
+            "mps" => Self::Mps,
+            _ => Self::Other(value.to_string()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::None => "none",
+            Self::TimeSlicing => "time-slicing",
+            Self::Mps => "mps",
+            Self::Other(s) => s,
+        }
+    }
+}
+
+/// Sharing facts of this node. Absent labels stay `None`: "not labelled" is not "not shared".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeSharing {
+    pub strategy: Option<SharingStrategy>,
+    pub replicas: Option<u32>,
+    /// `none`, `single` or `mixed`, verbatim.
+    pub mig_strategy: Option<String>,
+    /// MIG profile (`1g.10gb`, `1g.10gb.me`) → its own sharing strategy and replicas.
+    pub per_profile: BTreeMap<String, (Option<SharingStrategy>, Option<u32>)>,
+    pub product: Option<String>,
+}
+
+impl NodeSharing {
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Self {
+        let mut per_profile: BTreeMap<String, (Option<SharingStrategy>, Option<u32>)> =
+            BTreeMap::new();
+        for (key, value) in labels {
+            let Some(rest) = key.strip_prefix(MIG_PROFILE_PREFIX) else {
+                continue;
+            };
+            if let Some(profile) = rest
+                .strip_suffix(".sharing-strategy")
+                .filter(|p| !p.is_empty())
+            {
+                per_profile.entry(profile.to_string()).or_default().0 =
+                    Some(SharingStrategy::parse(value));
+            } else if let Some(profile) = rest.strip_suffix(".replicas").filter(|p| !p.is_empty()) {
+                per_profile.entry(profile.to_string()).or_default().1 = parse_replicas(value);
+            }
+        }
+        Self {
+            strategy: labels
+                .get(SHARING_STRATEGY_LABEL)
+                .map(|v| SharingStrategy::parse(v)),
+            replicas: labels.get(REPLICAS_LABEL).and_then(|v| parse_replicas(v)),
+            mig_strategy: labels.get(MIG_STRATEGY_LABEL).cloned(),
+            per_profile,
+            product: labels.get(PRODUCT_LABEL).cloned(),
+        }
+    }
+}
+
+/// A malformed count is treated as unknown rather than as 0 or 1.
+fn parse_replicas(v: &str) -> Option<u32> {
+    v.trim().parse().ok()
+}
+
+/// One device published in a ResourceSlice.
+#[derive(Debug, Clone, PartialEq, Eq, Default, PartialOrd, Ord)]
+pub struct DraDevice {
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    pub uuid: Option<String>,
+    pub parent_uuid: Option<String>,
+    pub profile: Option<String>,
+    /// The driver's `type` attribute (`gpu`, `mig`, …).
+    pub kind: Option<String>,
+}
+
+/// Pods of this node with lookups by every key the other sources produce, plus the node's
+/// sharing labels and DRA devices. Plain data; rebuilt whole on change, never mutated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterView {
+    /// Sorted by namespace, name.
+    pub pods: Vec<Arc<PodMeta>>,
+    pub node: NodeSharing,
+    pub node_labels: BTreeMap<String, String>,
+    /// Sorted by driver, pool, device.
+    pub dra_devices: Vec<DraDevice>,
+    by_uid: HashMap<String, usize>,
+    by_config_hash: HashMap<String, usize>,
+    by_container_id: HashMap<String, (usize, String)>,
+    by_ns_name: HashMap<(String, String), usize>,
+    by_dra: HashMap<(String, String, String), usize>,
+}
+
+impl ClusterView {
+    pub fn new(
+        mut pods: Vec<PodMeta>,
+        node_labels: BTreeMap<String, String>,
+        mut dra_devices: Vec<DraDevice>,
+    ) -> Self {
+        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        dra_devices.sort();
+        let mut v = Self {
+            node: NodeSharing::from_labels(&node_labels),
+            node_labels,
+            ..Self::default()
+        };
+        for (i, p) in pods.iter().enumerate() {
+            v.by_uid.insert(p.uid.clone(), i);
+            // A static pod's cgroup path carries the config hash, not the mirror pod's UID;
+            // index the hash both as written and in UID form so either spelling finds it.
+            if let Some(h) = &p.config_hash {
+                v.by_config_hash.insert(h.clone(), i);
+                if let Some(d) = dashed_uid(h) {
+                    v.by_config_hash.insert(d, i);
+                }
+            }
+            for c in &p.containers {
+                if let Some(id) = &c.container_id {
+                    v.by_container_id.insert(id.clone(), (i, c.name.clone()));
+                }
+            }
+            v.by_ns_name
+                .insert((p.namespace.clone(), p.name.clone()), i);
+        }
+        for (i, d) in dra_devices.iter().enumerate() {
+            v.by_dra
+                .insert((d.driver.clone(), d.pool.clone(), d.device.clone()), i);
+        }
+        v.pods = pods.into_iter().map(Arc::new).collect();
+        v.dra_devices = dra_devices;
+        v
+    }
+
+    /// By pod UID in any spelling (upper case, `_` for `-`, 32 hex without dashes), or by a
+    /// static pod's config hash, which is what its cgroup path shows.
+    pub fn pod_by_uid(&self, uid: &str) -> Option<&PodMeta> {
+        let key = normalize_uid(uid);
+        let idx = self
+            .by_uid
+            .get(&key)
+            .or_else(|| self.by_config_hash.get(&key))
+            .or_else(|| {
+                let d = dashed_uid(&key)?;
+                self.by_uid.get(&d).or_else(|| self.by_config_hash.get(&d))
+            })?;
+        self.pods.get(*idx).map(Arc::as_ref)
+    }
+
+    /// By container ID, with or without a runtime scheme; returns the pod and container name.
+    pub fn pod_by_container_id(&self, id: &str) -> Option<(&PodMeta, &str)> {
+        let id = strip_scheme(id)?;
+        let (idx, name) = self.by_container_id.get(&id)?;
+        Some((self.pods.get(*idx)?.as_ref(), name.as_str()))
+    }
+
+    pub fn pod_by_name(&self, namespace: &str, name: &str) -> Option<&PodMeta> {
+        let idx = self
+            .by_ns_name
+            .get(&(namespace.to_string(), name.to_string()))?;
+        self.pods.get(*idx).map(Arc::as_ref)
+    }
+
+    /// The device a kubelet `dynamic_resources` entry names.
+    pub fn dra_device(&self, driver: &str, pool: &str, device: &str) -> Option<&DraDevice> {
+        let idx = self
+            .by_dra
+            .get(&(driver.to_string(), pool.to_string(), device.to_string()))?;
+        self.dra_devices.get(*idx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(ns: &str, name: &str, uid: &str, hash: Option<&str>, ids: &[(&str, &str)]) -> PodMeta {
+        PodMeta {
+            uid: uid.into(),
+            namespace: ns.into(),
+            name: name.into(),
+            config_hash: hash.map(Into::into),
+            containers: ids
+                .iter()
+                .map(|(n, id)| ContainerMeta {
+                    name: (*n).into(),
+                    container_id: Some((*id).into()),
+                })
+                .collect(),
+            ..PodMeta::default()
+        }
+    }
+
+    #[test]
+    fn lookups() {
+        let v = ClusterView::new(
+            vec![
+                pod(
+                    "b",
+                    "web",
+                    "11111111-2222-3333-4444-555555555555",
+                    None,
+                    &[("main", "c1")],
+                ),
+                pod(
+                    "a",
+                    "etcd",
+                    "99999999-0000-0000-0000-000000000000",
+                    Some("0123456789abcdef0123456789abcdef"),
+                    &[("etcd", "c2")],
+                ),
+            ],
+            BTreeMap::new(),
+            vec![DraDevice {
+                driver: "d".into(),
+                pool: "p".into(),
+                device: "gpu-0".into(),
+                ..Default::default()
+            }],
+        );
+        assert_eq!(v.pods[0].name, "etcd", "sorted by namespace");
+        assert_eq!(
+            v.pod_by_uid("11111111_2222_3333_4444_555555555555")
+                .map(|p| p.name.as_str()),
+            Some("web")
+        );
+        assert_eq!(v.pod_by_uid("111111112222333344445555555555 55"), None);
+        assert_eq!(
+            v.pod_by_uid("11111111222233334444555555555555")
+                .map(|p| p.name.as_str()),
+            Some("web")
+        );
+        assert_eq!(
+            v.pod_by_uid("0123456789ABCDEF0123456789ABCDEF")
+                .map(|p| p.name.as_str()),
+            Some("etcd")
+        );
+        assert_eq!(
+            v.pod_by_uid("01234567-89ab-cdef-0123-456789abcdef")
+                .map(|p| p.name.as_str()),
+            Some("etcd")
+        );
+        assert_eq!(
+            v.pod_by_uid("99999999-0000-0000-0000-000000000000")
+                .map(|p| p.name.as_str()),
+            Some("etcd")
+        );
+        assert_eq!(
+            v.pod_by_container_id("containerd://c1")
+                .map(|(p, c)| (p.name.as_str(), c)),
+            Some(("web", "main"))
+        );
+        assert_eq!(v.pod_by_container_id("c2").map(|(_, c)| c), Some("etcd"));
+        assert!(v.pod_by_container_id("").is_none());
+        assert_eq!(
+            v.pod_by_name("b", "web").map(|p| p.uid.as_str()),
+            Some("11111111-2222-3333-4444-555555555555")
+        );
+        assert!(v.pod_by_name("a", "web").is_none());
+        assert!(v.dra_device("d", "p", "gpu-0").is_some());
+        assert!(v.dra_device("d", "p", "gpu-1").is_none());
+    }
+}
+
+#[cfg(test)]
+mod node_sharing_tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn time_slicing_with_replicas() {
+        let s = NodeSharing::from_labels(&labels(&[
+            (SHARING_STRATEGY_LABEL, "time-slicing"),
+            (REPLICAS_LABEL, "4"),
+            (PRODUCT_LABEL, "NVIDIA-A100-SXM4-80GB-SHARED"),
+            ("nvidia.com/mig.capable", "true"),
+        ]));
+        assert_eq!(s.strategy, Some(SharingStrategy::TimeSlicing));
+        assert_eq!(s.replicas, Some(4));
+        assert_eq!(s.product.as_deref(), Some("NVIDIA-A100-SXM4-80GB-SHARED"));
+        assert_eq!(s.mig_strategy, None);
+        assert!(s.per_profile.is_empty());
+    }
+
+    #[test]
+    fn mps_and_unknown_values() {
+        let s = NodeSharing::from_labels(&labels(&[
+            (SHARING_STRATEGY_LABEL, "MPS"),
+            (REPLICAS_LABEL, "four"),
+        ]));
+        assert_eq!(s.strategy, Some(SharingStrategy::Mps));
+        assert_eq!(s.replicas, None);
+        let s = NodeSharing::from_labels(&labels(&[(SHARING_STRATEGY_LABEL, "fractional")]));
+        assert_eq!(
+            s.strategy,
+            Some(SharingStrategy::Other("fractional".into()))
+        );
+        assert_eq!(
+            s.strategy.as_ref().map(SharingStrategy::as_str),
+            Some("fractional")
+        );
+        assert_eq!(
+            NodeSharing::from_labels(&BTreeMap::new()),
+            NodeSharing::default()
+        );
+    }
+
+    #[test]
+    fn mixed_mig_per_profile() {
+        let s = NodeSharing::from_labels(&labels(&[
+            (MIG_STRATEGY_LABEL, "mixed"),
+            ("nvidia.com/mig-1g.10gb.count", "4"),
+            ("nvidia.com/mig-1g.10gb.sharing-strategy", "time-slicing"),
+            ("nvidia.com/mig-1g.10gb.replicas", "2"),
+            ("nvidia.com/mig-3g.40gb.sharing-strategy", "none"),
+            ("nvidia.com/mig-1g.10gb.me.sharing-strategy", "mps"),
+            ("nvidia.com/mig-1g.10gb.me.replicas", "3"),
+            ("nvidia.com/mig.config", "all-balanced"),
+        ]));
+        assert_eq!(s.mig_strategy.as_deref(), Some("mixed"));
+        assert_eq!(s.per_profile.len(), 3);
+        assert_eq!(
+            s.per_profile["1g.10gb"],
+            (Some(SharingStrategy::TimeSlicing), Some(2))
+        );
+        assert_eq!(
+            s.per_profile["3g.40gb"],
+            (Some(SharingStrategy::None), None)
+        );
+        assert_eq!(
+            s.per_profile["1g.10gb.me"],
+            (Some(SharingStrategy::Mps), Some(3))
+        );
+        assert_eq!(s.strategy, None);
+    }
+}
