@@ -23,6 +23,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use tessera::metrics::{encode, EncodeOptions, Exposition};
+use tessera::model::compute::ActivityInputs;
 use tessera::model::device_id::ResourceMatcher;
 use tessera::model::join::{join, JoinInputs};
 use tessera::model::{
@@ -86,6 +87,7 @@ struct Inputs {
     cluster: ClusterView,
     cgroups: HashMap<u32, CgroupIdentity>,
     resources: ResourceMatcher,
+    activity: ActivityInputs,
 }
 
 fn gpu_uuid(g: usize) -> String {
@@ -305,8 +307,14 @@ impl Inputs {
             node_labels.insert(format!("{prefix}.sharing-strategy"), "time-slicing".into());
             node_labels.insert(format!("{prefix}.replicas"), replicas.to_string());
         }
+        // Every process busy on the CPU: the split runs its full path on every device.
+        let activity = ActivityInputs {
+            cpu_cores: cgroups.keys().map(|pid| (*pid, 0.3)).collect(),
+            probe: HashMap::new(),
+        };
         Inputs {
             shape,
+            activity,
             nvml: NvmlSample {
                 driver_version: "580.159.04".into(),
                 gpus,
@@ -343,6 +351,7 @@ impl Inputs {
             cluster: Some(&self.cluster),
             cgroups: &self.cgroups,
             resources: &self.resources,
+            activity: &self.activity,
             previous,
         })
     }

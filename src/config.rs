@@ -99,6 +99,12 @@ pub struct Cli {
     /// Resolve DRA allocations through ResourceSlices [default: false].
     #[arg(long = "kube.dra", env = "TESSERA_KUBE_DRA")]
     pub kube_dra: Option<String>,
+    /// Listen on this UNIX socket for the CUDA probe's per-process kernel busy time (e.g. /run/tessera/probe.sock) [default: off].
+    #[arg(long = "probe.socket", env = "TESSERA_PROBE_SOCKET")]
+    pub probe_socket: Option<String>,
+    /// Trailing window over which process CPU time and probe busy time are measured [default: 5s].
+    #[arg(long = "activity.window", env = "TESSERA_ACTIVITY_WINDOW")]
+    pub activity_window: Option<String>,
     /// Log level: error, warn, info, debug, trace [default: info].
     #[arg(long = "log.level", env = "TESSERA_LOG_LEVEL")]
     pub log_level: Option<String>,
@@ -137,6 +143,8 @@ pub struct Settings {
     pub kube_enabled: bool,
     pub pod_labels: Vec<String>,
     pub kube_dra: bool,
+    pub probe_socket: Option<PathBuf>,
+    pub activity_window: Duration,
     pub log_level: tracing::Level,
     pub log_format: LogFormat,
 }
@@ -404,6 +412,22 @@ impl Settings {
             }
         });
         let kube_dra = r.get("kube.dra", &cli.kube_dra, false, parse_bool);
+        let probe_socket = r.get("probe.socket", &cli.probe_socket, None, |s| {
+            Ok(Some(PathBuf::from(s)))
+        });
+        let activity_window = r.get(
+            "activity.window",
+            &cli.activity_window,
+            Duration::from_secs(5),
+            |s| {
+                let d = parse_duration(s)?;
+                if d < Duration::from_secs(2) {
+                    Err("must be at least 2s: CPU time is counted in 10 ms ticks".into())
+                } else {
+                    Ok(d)
+                }
+            },
+        );
         let log_level = r.get("log.level", &cli.log_level, tracing::Level::INFO, |s| {
             s.parse()
                 .map_err(|_| "expected error, warn, info, debug or trace".into())
@@ -455,6 +479,8 @@ impl Settings {
             kube_enabled,
             pod_labels,
             kube_dra,
+            probe_socket,
+            activity_window,
             log_level,
             log_format,
         })

@@ -210,6 +210,20 @@ async fn run(
         }
     }
 
+    if let Some(path) = &settings.probe_socket {
+        let book = tessera::source::probe::ProbeBook::default();
+        match tessera::source::probe::spawn_receiver(path, book.clone()) {
+            Ok(task) => {
+                tasks.push(task);
+                feeds.probe = Some(book);
+            }
+            Err(e) => {
+                eprintln!("tessera: --probe.socket: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
+
     let (tx, rx) = tokio::sync::watch::channel(None);
     let sampler = Sampler::new(
         SamplerConfig {
@@ -223,6 +237,7 @@ async fn run(
                 ..EncodeOptions::default()
             },
             resources: ResourceMatcher::new(settings.resource_names.clone()),
+            activity_window: settings.activity_window,
         },
         feeds,
         tx,

@@ -13,13 +13,16 @@ use tokio::sync::watch;
 use std::collections::{HashMap, HashSet};
 
 use crate::metrics::{self, EncodeOptions};
+use crate::model::compute::ActivityInputs;
 use crate::model::device_id::ResourceMatcher;
 use crate::model::join::{join, JoinInputs};
 use crate::model::{CollectorStatus, NvmlSample, Snapshot};
 use crate::source::cgroup::{read_process_cgroup, CgroupError, CgroupIdentity};
+use crate::source::cpu::CpuTracker;
 use crate::source::kube::ClusterView;
 use crate::source::nvml::{self, NvmlOptions, NvmlSource, XidWatcher};
 use crate::source::podresources::Allocations;
+use crate::source::probe::ProbeBook;
 use crate::source::SourceState;
 
 /// What a scrape serves: the snapshot and its exposition, made together.
@@ -43,6 +46,8 @@ pub struct SamplerConfig {
     pub nvml: NvmlOptions,
     pub encode: EncodeOptions,
     pub resources: ResourceMatcher,
+    /// Trailing window over which CPU time and probe busy time are compared.
+    pub activity_window: Duration,
 }
 
 /// The asynchronous sources, read without blocking at each cycle.
@@ -50,6 +55,8 @@ pub struct SamplerConfig {
 pub struct Feeds {
     pub pod_resources: Option<watch::Receiver<SourceState<Allocations>>>,
     pub kube: Option<watch::Receiver<SourceState<ClusterView>>>,
+    /// The CUDA probe's reports, when `--probe.socket` is set.
+    pub probe: Option<ProbeBook>,
 }
 
 /// Each process's cgroup, read once per pid and dropped when the pid leaves the GPUs.
@@ -104,6 +111,7 @@ pub struct Sampler {
     tx: watch::Sender<Option<Arc<Published>>>,
     feeds: Feeds,
     cgroups: CgroupCache,
+    cpu: CpuTracker,
     previous: Option<Arc<Snapshot>>,
     last_cycle_seconds: f64,
     /// When NVML fails to initialize, the next attempt is due at this time.
@@ -121,6 +129,7 @@ impl Sampler {
         tx: watch::Sender<Option<Arc<Published>>>,
     ) -> Self {
         Self {
+            cpu: CpuTracker::new(cfg.activity_window),
             cfg,
             source: None,
             _xids: None,
@@ -190,6 +199,26 @@ impl Sampler {
             success: cgroups_ok,
             duration_seconds: cgroup_started.elapsed().as_secs_f64(),
         });
+        let now = Instant::now();
+        let pids: Vec<u32> = {
+            let mut p: Vec<u32> = sample
+                .gpus
+                .iter()
+                .flat_map(|g| g.processes.iter().map(|p| p.pid))
+                .collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        };
+        let activity = ActivityInputs {
+            cpu_cores: self.cpu.refresh(&self.cfg.nvml.procfs, &pids, now),
+            probe: self
+                .feeds
+                .probe
+                .as_ref()
+                .map(|b| b.readings(&pids, self.cfg.activity_window, now))
+                .unwrap_or_default(),
+        };
         let pod_resources = state_of(&self.feeds.pod_resources);
         let kube = state_of(&self.feeds.kube);
         for (name, healthy) in [
@@ -215,6 +244,7 @@ impl Sampler {
             cluster: kube.as_ref().and_then(|s| s.data.as_deref()),
             cgroups: &self.cgroups.by_pid,
             resources: &self.cfg.resources,
+            activity: &activity,
             previous: self.previous.as_deref(),
         });
         let exposition = metrics::encode(&snapshot, &self.cfg.encode);

@@ -4,6 +4,7 @@
 //! Nothing here is used unless `--demo` is given: tessera never serves fake data silently.
 
 pub mod cluster;
+pub mod cpu;
 pub mod plan;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ pub struct DemoNode {
     pub library: PathBuf,
     pub scenario: PathBuf,
     pub procfs: PathBuf,
+    _cpu: cpu::CpuTicker,
 }
 
 #[derive(Deserialize)]
@@ -56,6 +58,11 @@ struct DemoProcess {
     pid: u32,
     #[serde(default)]
     comm: Option<String>,
+    #[serde(default)]
+    sm_util: u32,
+    /// CPU the fake process uses, in percent of a core (default: 30 when it runs kernels).
+    #[serde(default)]
+    cpu_percent: Option<f64>,
 }
 
 /// Where cargo puts the cdylib of a dependency: `target/<profile>/deps/` (the copy in
@@ -111,11 +118,13 @@ pub fn prepare(library: Option<&Path>) -> Result<DemoNode, DemoError> {
     std::fs::write(&scenario, SCENARIO)?;
     let procfs = dir.path().join("proc");
     write_procfs(SCENARIO, &procfs)?;
+    let cpu = cpu::start(SCENARIO, &procfs)?;
     Ok(DemoNode {
         dir,
         library,
         scenario,
         procfs,
+        _cpu: cpu,
     })
 }
 

@@ -263,6 +263,15 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
         );
     }
     opt(&table::GPU_PROCESSES, Some(g.processes.len() as f64));
+    if s.mig_enabled != Some(true) {
+        opt(&table::GPU_UNATTRIBUTED, g.unattributed);
+        out.push_shared(
+            &table::GPU_COMPUTE_SPLIT,
+            &l,
+            Some((label::METHOD, g.compute.method.as_label().to_owned())),
+            1.0,
+        );
+    }
 
     let labelled = [
         (
@@ -360,12 +369,19 @@ fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
         ),
         (&table::GPU_MIG_SHARERS, Some(f64::from(m.sharers))),
         (&table::GPU_MIG_REPLICAS, Some(f64::from(m.replicas))),
+        (&table::GPU_MIG_UNATTRIBUTED, m.unattributed),
     ];
     for (f, v) in values {
         if let Some(v) = v {
             out.push_shared(f, &shared, None, v);
         }
     }
+    out.push_shared(
+        &table::GPU_MIG_COMPUTE_SPLIT,
+        &shared,
+        Some((label::METHOD, m.compute.method.as_label().to_owned())),
+        1.0,
+    );
 }
 
 fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView) {
@@ -407,7 +423,9 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
             &table::GPU_PROCESS_MEMORY_USED,
             s.memory_used_bytes.map(|v| v as f64),
         ),
-        (&table::GPU_PROCESS_SM_UTILIZATION, s.sm_utilization),
+        (&table::GPU_PROCESS_SM_UTILIZATION, p.compute.share),
+        (&table::GPU_PROCESS_BUSY_RATIO, p.compute.busy_ratio),
+        (&table::GPU_PROCESS_KERNELS, p.probe_kernels.map(|k| k as f64)),
         (&table::GPU_PROCESS_MEMORY_UTILIZATION, s.memory_utilization),
     ];
     for (f, v) in values {
@@ -457,8 +475,18 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
     if let Some(sm) = c.sm_utilization {
         out.push_shared(&table::GPU_CONTAINER_SM_UTILIZATION, &l, None, sm);
     }
+    if let Some(b) = c.busy_ratio {
+        out.push_shared(&table::GPU_CONTAINER_BUSY_RATIO, &l, None, b);
+        out.push_shared(&table::GPU_CONTAINER_BUSY, &l, None, c.busy_seconds);
+    }
     if !c.allocations.is_empty() {
         out.push_shared(&table::GPU_CONTAINER_IDLE, &l, None, c.idle_seconds);
+        out.push_shared(
+            &table::GPU_CONTAINER_ACTIVITY_UNKNOWN,
+            &l,
+            None,
+            c.unknown_seconds,
+        );
     }
     if c.unallocated_use {
         out.push_shared(&table::GPU_CONTAINER_UNALLOCATED_USE, &l, None, 1.0);

@@ -31,6 +31,7 @@ fn snapshot(processes: u32, name: &str) -> Snapshot {
         cluster: None,
         cgroups: &Default::default(),
         resources: &Default::default(),
+        activity: &Default::default(),
         previous: None,
     })
 }

@@ -53,6 +53,7 @@ pub mod label {
     pub const CALL: &str = "call";
     pub const VERSION: &str = "version";
     pub const REVISION: &str = "revision";
+    pub const METHOD: &str = "method";
 }
 
 use label::*;
@@ -151,16 +152,25 @@ families! {
     GPU_MIG_DRAM_BANDWIDTH = "gpu_mig_instance_dram_bandwidth_utilization_ratio", Gauge, MIG_LABELS, "GPM: DRAM bandwidth utilization of the GPU instance.";
     GPU_MIG_SHARERS = "gpu_mig_instance_sharers", Gauge, MIG_LABELS, "Containers holding the MIG instance now.";
     GPU_MIG_REPLICAS = "gpu_mig_instance_replicas", Gauge, MIG_LABELS, "Containers the MIG instance is offered to.";
+    GPU_MIG_UNATTRIBUTED = "gpu_mig_instance_unattributed_sm_activity_ratio", Gauge, MIG_LABELS, "GPM SM activity of the instance given to no container: several holders were active and nothing could split it, or processes ran outside any pod.";
+    GPU_MIG_COMPUTE_SPLIT = "gpu_mig_instance_compute_split_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, GPU_INSTANCE_ID, PROFILE, METHOD], "How the instance's activity was split among containers this sample (idle, mig-instance, probe, withheld); value 1.";
     GPU_SHARERS = "gpu_sharers", Gauge, GPU_LABELS, "Containers holding the GPU now.";
     GPU_REPLICAS = "gpu_replicas", Gauge, GPU_LABELS, "Containers the GPU is offered to (1 when exclusive, 0 when not offered).";
     GPU_PROCESSES = "gpu_processes", Gauge, GPU_LABELS, "Processes running on the GPU.";
+    GPU_UNATTRIBUTED = "gpu_unattributed_utilization_ratio", Gauge, GPU_LABELS, "Utilization the GPU measured but gave to no container: withheld because several processes ran kernels and NVML cannot split them (time-slicing, MPS), or used by processes outside any pod.";
+    GPU_COMPUTE_SPLIT = "gpu_compute_split_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, METHOD], "How the GPU's utilization was split among containers this sample: idle, sole-active-process (NVML's figure is the one active process's), probe (CUDA probe busy time), withheld (absent per-container shares); value 1.";
     GPU_CONTAINER_ALLOCATION = "gpu_container_allocation", Gauge, CONTAINER_ALLOCATION_LABELS, "The kubelet allocated this device to the container (claim is the DRA claim, empty for the device plugin); value 1.";
     GPU_CONTAINER_MEMORY_USED = "gpu_container_memory_used_bytes", Gauge, CONTAINER_LABELS, "GPU memory held by the container's processes on the device.";
-    GPU_CONTAINER_SM_UTILIZATION = "gpu_container_sm_utilization_ratio", Gauge, CONTAINER_LABELS, "The container's share of SM time on the device: the sum over its processes (on MIG, the instance's GPM SM activity split among its holders).";
-    GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device with no activity, at sample resolution.";
+    GPU_CONTAINER_SM_UTILIZATION = "gpu_container_sm_utilization_ratio", Gauge, CONTAINER_LABELS, "The container's share of the device's time running kernels, summed over its processes; absent when no source can know it (several processes active and no CUDA probe). On MIG, the instance's GPM SM activity when the container is its one active holder.";
+    GPU_CONTAINER_BUSY_RATIO = "gpu_container_busy_ratio", Gauge, CONTAINER_LABELS, "CUDA probe: the container's kernel busy time over the trailing --activity.window, as a share of the device (scaled to the device's measured busy time under time-slicing).";
+    GPU_CONTAINER_BUSY = "gpu_container_busy_seconds", Counter, CONTAINER_LABELS, "CUDA probe: seconds of device time the container's kernels used (gpu_container_busy_ratio integrated over samples).";
+    GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device while known idle: the device idle, nothing of it running there, or all its processes quiet (no kernels by NVML or the probe and no CPU time).";
+    GPU_CONTAINER_ACTIVITY_UNKNOWN = "gpu_container_activity_unknown_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device while no source could tell whether it was idle (counted neither idle nor busy).";
     GPU_CONTAINER_UNALLOCATED_USE = "gpu_container_unallocated_use", Gauge, CONTAINER_LABELS, "1 when the container runs processes on a device it was not allocated (the device plugin was bypassed).";
     GPU_PROCESS_MEMORY_USED = "gpu_process_memory_used_bytes", Gauge, PROCESS_LABELS, "GPU memory the process holds.";
-    GPU_PROCESS_SM_UTILIZATION = "gpu_process_sm_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of SM time in NVML's newest sample for it, read every --nvml.process-interval (absent on MIG and for MPS clients).";
+    GPU_PROCESS_SM_UTILIZATION = "gpu_process_sm_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of the device's time running kernels: NVML's newest sample (read every --nvml.process-interval) when it is the one process that may run kernels, the CUDA probe's when it runs, 0 when quiet; absent otherwise (NVML books time-sliced samples to one process and MPS clients' to the server).";
+    GPU_PROCESS_BUSY_RATIO = "gpu_process_busy_ratio", Gauge, PROCESS_LABELS, "CUDA probe: the process's kernel busy time over the trailing --activity.window, scaled to the device's busy time under time-slicing.";
+    GPU_PROCESS_KERNELS = "gpu_process_kernels", Counter, PROCESS_LABELS, "CUDA probe: kernels the process completed since the probe started in it.";
     GPU_PROCESS_MEMORY_UTILIZATION = "gpu_process_memory_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of memory-controller time in NVML's newest sample for it, read every --nvml.process-interval (absent on MIG and for MPS clients).";
     TESSERA_BUILD_INFO = "tessera_build_info", Gauge, &[VERSION, REVISION], "tessera's version; value 1.";
     TESSERA_COLLECTOR_SUCCESS = "tessera_collector_success", Gauge, &[NODE, COLLECTOR], "1 when the collector's last attempt succeeded.";

@@ -9,14 +9,15 @@ use serde::Serialize;
 use super::allocations::Allocations;
 pub use super::attribution::PodRef;
 use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Target};
+use super::compute::{
+    self, Activity, ActivityInputs, DeviceCompute, DeviceSplit, ProcessShare, SplitMethod,
+};
 use super::cluster::{ClusterView, SharingStrategy};
 use super::device_id::ResourceMatcher;
 use super::identity::CgroupIdentity;
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
 use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
 
-/// Below this share of SM time a container counts as idle for that sample.
-pub const IDLE_SM_RATIO: f64 = 0.01;
 /// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
 /// evidence of idleness and is capped.
 const MAX_IDLE_STEP_SECONDS: f64 = 60.0;
@@ -34,6 +35,11 @@ pub struct ProcessView {
     #[serde(flatten)]
     pub sample: ProcessSample,
     pub pod: Option<Arc<PodRef>>,
+    /// The share tessera publishes, decided by [`compute::split`]; `sample` keeps NVML's raw word.
+    pub compute: ProcessShare,
+    /// Cumulative kernel busy seconds and kernels the CUDA probe reported, when it runs.
+    pub probe_busy_seconds: Option<f64>,
+    pub probe_kernels: Option<u64>,
 }
 
 /// One container's hold on, and use of, one device (a GPU or a MIG instance).
@@ -46,10 +52,18 @@ pub struct ContainerUse {
     pub allocations: Vec<Holding>,
     pub processes: usize,
     pub memory_used_bytes: u64,
-    /// Sum of its processes' SM shares (on MIG, the instance's activity split among holders);
-    /// `None` when NVML cannot tell (MPS clients, GPUs without process utilization).
+    /// Sum of its processes' shares of device time (on MIG, the instance's activity when it is
+    /// the one active holder); `None` when no source can tell (see [`compute`]).
     pub sm_utilization: Option<f64>,
+    /// The CUDA probe's busy share (normalised under time-slicing), when every process of the
+    /// container on the device reports.
+    pub busy_ratio: Option<f64>,
+    /// Accumulated `busy_ratio` × sample interval.
+    pub busy_seconds: f64,
+    pub activity: Activity,
     pub idle_seconds: f64,
+    /// Seconds held while idleness could not be decided: neither idle nor busy.
+    pub unknown_seconds: f64,
     /// Runs processes on a device it was not allocated, while allocations are known.
     pub unallocated_use: bool,
 }
@@ -65,6 +79,9 @@ pub struct MigView {
     pub why: Vec<&'static str>,
     pub sharers: u32,
     pub replicas: u32,
+    pub compute: DeviceSplit,
+    /// Measured activity no container was given (withheld shares, processes outside pods).
+    pub unattributed: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -80,6 +97,8 @@ pub struct GpuView {
     pub sharers: u32,
     pub replicas: u32,
     pub mig: Vec<MigView>,
+    pub compute: DeviceSplit,
+    pub unattributed: Option<f64>,
     pub containers: Vec<ContainerUse>,
     pub processes: Vec<ProcessView>,
 }
@@ -111,6 +130,8 @@ pub struct JoinInputs<'a> {
     pub cluster: Option<&'a ClusterView>,
     pub cgroups: &'a HashMap<u32, CgroupIdentity>,
     pub resources: &'a ResourceMatcher,
+    /// CPU time and CUDA-probe readings per process, over the trailing window.
+    pub activity: &'a ActivityInputs,
     /// The previous snapshot, for counters (idle seconds) that accumulate across samples.
     pub previous: Option<&'a Snapshot>,
 }
@@ -209,11 +230,18 @@ fn idle_key(gpu_uuid: &str, c: &ContainerUse) -> IdleKey {
     )
 }
 
+/// What a container accumulated up to the previous sample.
+#[derive(Debug, Clone, Copy, Default)]
+struct Accumulated {
+    idle: f64,
+    unknown: f64,
+    busy: f64,
+}
+
 struct Ctx<'a> {
     allocations_known: bool,
-    device_activity: Option<f64>,
     dt: f64,
-    previous_idle: &'a HashMap<IdleKey, f64>,
+    previous: &'a HashMap<IdleKey, Accumulated>,
     gpu_uuid: &'a str,
 }
 
@@ -223,64 +251,134 @@ fn containers(
     facts: &DeviceFacts<'_>,
     mode: SharingMode,
     mig: Option<&MigSample>,
+    split: &DeviceSplit,
 ) -> Vec<ContainerUse> {
-    let mut rows: BTreeMap<Arc<PodRef>, ContainerUse> = BTreeMap::new();
-    let blank = |pod: &Arc<PodRef>| ContainerUse {
-        pod: pod.clone(),
-        mig_uuid: mig.map(|m| m.uuid.clone()),
-        sharing_mode: mode,
-        allocations: Vec::new(),
-        processes: 0,
-        memory_used_bytes: 0,
-        sm_utilization: None,
-        idle_seconds: 0.0,
-        unallocated_use: false,
+    let mut rows: BTreeMap<Arc<PodRef>, (ContainerUse, Vec<u32>)> = BTreeMap::new();
+    let blank = |pod: &Arc<PodRef>| {
+        let row = ContainerUse {
+            pod: pod.clone(),
+            mig_uuid: mig.map(|m| m.uuid.clone()),
+            sharing_mode: mode,
+            allocations: Vec::new(),
+            processes: 0,
+            memory_used_bytes: 0,
+            sm_utilization: None,
+            busy_ratio: None,
+            busy_seconds: 0.0,
+            activity: Activity::Unknown,
+            idle_seconds: 0.0,
+            unknown_seconds: 0.0,
+            unallocated_use: false,
+        };
+        (row, Vec::new())
     };
     for h in facts.holdings {
         rows.entry(h.pod.clone())
             .or_insert_with(|| blank(&h.pod))
+            .0
             .allocations
             .push(h.clone());
     }
-    let holders = rows.len();
+    // A process whose pod is unknown may be any holder's: no holder without processes can
+    // then be called idle on the strength of running nothing.
+    let unowned = facts
+        .processes
+        .iter()
+        .any(|p| p.pod.is_none() && p.sample.kind != Some(ProcessKind::MpsServer));
     for p in &facts.processes {
         let Some(pod) = &p.pod else { continue };
-        let row = rows.entry(pod.clone()).or_insert_with(|| blank(pod));
+        let (row, pids) = rows.entry(pod.clone()).or_insert_with(|| blank(pod));
         // The MPS server runs in the device plugin's daemon pod, which never requests the GPU
-        // it serves: that is not someone bypassing the device plugin.
-        if p.sample.kind != Some(ProcessKind::MpsServer) {
-            row.processes += 1;
+        // it serves: that is not someone bypassing the device plugin, nor that pod's work.
+        if p.sample.kind == Some(ProcessKind::MpsServer) {
+            continue;
         }
+        row.processes += 1;
         row.memory_used_bytes += p.sample.memory_used_bytes.unwrap_or(0);
-        if let Some(sm) = p.sample.sm_utilization {
-            row.sm_utilization = Some(row.sm_utilization.unwrap_or(0.0) + sm);
-        }
+        pids.push(p.sample.pid);
     }
     let instance_activity = mig.and_then(|m| m.gpm).map(|g| g.sm_activity);
-    for row in rows.values_mut() {
+    for (row, pids) in rows.values_mut() {
         let allocated = !row.allocations.is_empty();
-        if mig.is_some() && allocated && holders > 0 {
-            // NVML has no per-process utilization under MIG: the instance's activity belongs
-            // to its holders.
-            row.sm_utilization = instance_activity.map(|a| a / holders as f64);
-        }
-        row.sm_utilization = row.sm_utilization.map(|v| v.clamp(0.0, 1.0));
+        let shares: Vec<ProcessShare> = pids.iter().map(|pid| split.share_of(*pid)).collect();
+        let sum = |f: fn(&ProcessShare) -> Option<f64>| -> Option<f64> {
+            shares
+                .iter()
+                .map(f)
+                .sum::<Option<f64>>()
+                .map(|v| v.clamp(0.0, 1.0))
+        };
+        row.sm_utilization = if pids.is_empty() {
+            (!unowned).then_some(0.0)
+        } else if split.method == SplitMethod::MigInstance {
+            // NVML has no per-process utilization under MIG: the instance's activity is its
+            // one active holder's.
+            if pids.iter().any(|pid| split.candidates.contains(pid)) {
+                instance_activity
+            } else {
+                Some(0.0)
+            }
+        } else {
+            sum(|s| s.share)
+        };
+        row.busy_ratio = if pids.is_empty() {
+            None
+        } else {
+            sum(|s| s.busy_ratio)
+        };
         row.unallocated_use = ctx.allocations_known && !allocated && row.processes > 0;
+        row.activity = if pids.is_empty() && unowned && split.method != SplitMethod::Idle {
+            Activity::Unknown
+        } else {
+            compute::container_activity(split, pids, row.sm_utilization)
+        };
+        let before = ctx
+            .previous
+            .get(&idle_key(ctx.gpu_uuid, row))
+            .copied()
+            .unwrap_or_default();
+        row.busy_seconds = before.busy + row.busy_ratio.unwrap_or(0.0) * ctx.dt;
+        row.idle_seconds = before.idle;
+        row.unknown_seconds = before.unknown;
         if allocated {
-            let idle = match row.sm_utilization {
-                Some(v) => v < IDLE_SM_RATIO,
-                // Unknown per-container share: idle only if the whole device is.
-                None => ctx.device_activity.is_some_and(|a| a < IDLE_SM_RATIO),
-            };
-            let before = ctx
-                .previous_idle
-                .get(&idle_key(ctx.gpu_uuid, row))
-                .copied()
-                .unwrap_or(0.0);
-            row.idle_seconds = before + if idle { ctx.dt } else { 0.0 };
+            match row.activity {
+                Activity::Idle => row.idle_seconds += ctx.dt,
+                Activity::Unknown => row.unknown_seconds += ctx.dt,
+                Activity::Busy => {}
+            }
         }
     }
-    rows.into_values().collect()
+    rows.into_values().map(|(row, _)| row).collect()
+}
+
+/// Splits one device's compute among its processes; see [`compute`].
+fn split_device(
+    facts: &DeviceFacts<'_>,
+    device_activity: Option<f64>,
+    mode: SharingMode,
+    mig_instance: bool,
+    activity: &ActivityInputs,
+) -> DeviceSplit {
+    let samples: Vec<&ProcessSample> = facts.processes.iter().map(|p| &p.sample).collect();
+    let mps = matches!(mode, SharingMode::Mps | SharingMode::MigMps)
+        || samples.iter().any(|p| {
+            matches!(
+                p.kind,
+                Some(ProcessKind::MpsServer | ProcessKind::MpsClient)
+            )
+        });
+    compute::split(&DeviceCompute {
+        processes: &samples,
+        device_activity,
+        mps,
+        mig_instance,
+        activity,
+    })
+}
+
+fn unattributed_of(split: &DeviceSplit, rows: &[ContainerUse]) -> Option<f64> {
+    let given: Vec<Option<f64>> = rows.iter().map(|r| r.sm_utilization).collect();
+    compute::unattributed(split.device_activity, &given)
 }
 
 pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
@@ -305,39 +403,62 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         .allocations
         .map(|a| attribution::offered(a, inputs.resources, &index))
         .unwrap_or_default();
-    let previous_idle: HashMap<IdleKey, f64> = inputs
+    let previous: HashMap<IdleKey, Accumulated> = inputs
         .previous
         .map(|s| {
             s.gpus
                 .iter()
                 .flat_map(|g| {
-                    g.containers
-                        .iter()
-                        .map(move |c| (idle_key(&g.uuid, c), c.idle_seconds))
+                    g.containers.iter().map(move |c| {
+                        let acc = Accumulated {
+                            idle: c.idle_seconds,
+                            unknown: c.unknown_seconds,
+                            busy: c.busy_seconds,
+                        };
+                        (idle_key(&g.uuid, c), acc)
+                    })
                 })
                 .collect()
         })
         .unwrap_or_default();
-    let dt = inputs
-        .previous
-        .map(|p| (inputs.timestamp_seconds - p.timestamp_seconds).clamp(0.0, MAX_IDLE_STEP_SECONDS))
-        .unwrap_or(0.0);
+    let ctx = Ctx {
+        allocations_known: inputs.allocations.is_some(),
+        dt: inputs
+            .previous
+            .map(|p| {
+                (inputs.timestamp_seconds - p.timestamp_seconds).clamp(0.0, MAX_IDLE_STEP_SECONDS)
+            })
+            .unwrap_or(0.0),
+        previous: &previous,
+        gpu_uuid: "",
+    };
 
     let mut views = Vec::with_capacity(gpus.len());
     for (g, gpu) in gpus.iter().enumerate() {
-        let processes: Vec<ProcessView> = gpu
+        let mut processes: Vec<ProcessView> = gpu
             .processes
             .iter()
-            .map(|p| ProcessView {
-                pod: attribution::process_owner(
-                    inputs.cgroups.get(&p.pid),
-                    inputs.cluster,
-                    &mut pods,
-                    &mut stats,
-                ),
-                sample: p.clone(),
+            .map(|p| {
+                let probe = inputs.activity.probe.get(&p.pid);
+                ProcessView {
+                    pod: attribution::process_owner(
+                        inputs.cgroups.get(&p.pid),
+                        inputs.cluster,
+                        &mut pods,
+                        &mut stats,
+                    ),
+                    sample: p.clone(),
+                    compute: ProcessShare::default(),
+                    probe_busy_seconds: probe.map(|r| r.busy_seconds),
+                    probe_kernels: probe.map(|r| r.kernels),
+                }
             })
             .collect();
+        let ctx = Ctx {
+            gpu_uuid: &gpu.uuid,
+            ..ctx
+        };
+        let mut shares: HashMap<u32, ProcessShare> = HashMap::new();
         let facts_for = |mig: Option<&MigSample>, t: Target| DeviceFacts {
             holdings: holdings.get(&t).map(Vec::as_slice).unwrap_or(&[]),
             processes: processes
@@ -359,15 +480,15 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             let decl = declared_for(inputs.cluster, Some(&mig.profile));
             let ev = evidence(&facts, decl.0, gpu.vgpu_guest, true);
             let (mode, why) = decide(&ev);
-            let ctx = Ctx {
-                allocations_known: inputs.allocations.is_some(),
-                device_activity: mig.gpm.map(|a| a.sm_activity),
-                dt,
-                previous_idle: &previous_idle,
-                gpu_uuid: &gpu.uuid,
-            };
-            rows.extend(containers(&ctx, &facts, mode, Some(mig)));
+            let activity = mig.gpm.map(|a| a.sm_activity);
+            let split = split_device(&facts, activity, mode, true, inputs.activity);
+            let instance_rows = containers(&ctx, &facts, mode, Some(mig), &split);
+            let unattributed = unattributed_of(&split, &instance_rows);
+            rows.extend(instance_rows);
+            shares.extend(split.shares.iter().map(|(k, v)| (*k, *v)));
             mig_views.push(MigView {
+                compute: split,
+                unattributed,
                 sample: mig.clone(),
                 uuid: mig.uuid.clone(),
                 profile: mig.profile.clone(),
@@ -384,14 +505,17 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         let mut ev = evidence(&facts, decl.0, gpu.vgpu_guest, false);
         ev.mig_enabled_gpu = mig_enabled;
         let (mode, why) = decide(&ev);
-        let ctx = Ctx {
-            allocations_known: inputs.allocations.is_some(),
-            device_activity: gpu.gpm.map(|a| a.sm_activity).or(gpu.utilization),
-            dt,
-            previous_idle: &previous_idle,
-            gpu_uuid: &gpu.uuid,
+        // On a MIG GPU compute is split per instance; the GPU level runs nothing itself.
+        let activity = if mig_enabled {
+            None
+        } else {
+            gpu.utilization.or(gpu.gpm.map(|a| a.sm_activity))
         };
-        rows.extend(containers(&ctx, &facts, mode, None));
+        let split = split_device(&facts, activity, mode, false, inputs.activity);
+        let gpu_rows = containers(&ctx, &facts, mode, None, &split);
+        let unattributed = unattributed_of(&split, &gpu_rows);
+        rows.extend(gpu_rows);
+        shares.extend(split.shares.iter().map(|(k, v)| (*k, *v)));
         let (sharers, replica_count) = if mig_enabled {
             let holders: BTreeSet<&PodRef> = rows
                 .iter()
@@ -405,6 +529,10 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         } else {
             (ev.holders as u32, replicas(&facts, decl, ev.holders))
         };
+        drop(facts);
+        for p in &mut processes {
+            p.compute = shares.get(&p.sample.pid).copied().unwrap_or_default();
+        }
         views.push(GpuView {
             index: gpu.index,
             uuid: gpu.uuid.clone(),
@@ -415,6 +543,8 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             sharers,
             replicas: replica_count,
             mig: mig_views,
+            compute: split,
+            unattributed,
             containers: rows,
             processes,
             sample: gpu.clone(),

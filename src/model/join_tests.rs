@@ -52,6 +52,7 @@ fn a_pod_holding_a_destroyed_mig_instance_leaves_no_series_and_is_counted() {
         cluster: None,
         cgroups: &Default::default(),
         resources: &Default::default(),
+        activity: &Default::default(),
         previous: None,
     });
     let pods: Vec<&str> = s.gpus[0]

@@ -4,6 +4,7 @@
 pub mod allocations;
 pub mod attribution;
 pub mod cluster;
+pub mod compute;
 pub mod device_id;
 pub mod identity;
 pub mod join;

@@ -2,9 +2,11 @@
 //! keeps its last good data (for a bounded time) and reports itself unhealthy.
 
 pub mod cgroup;
+pub mod cpu;
 pub mod kube;
 pub mod nvml;
 pub mod podresources;
+pub mod probe;
 pub mod procfs;
 
 use std::sync::Arc;

@@ -17,6 +17,48 @@ pub fn process_name(procfs: &Path, pid: u32) -> Option<String> {
     Some(name.to_owned())
 }
 
+/// Longest `stat` line accepted; real ones are ~300 bytes, the comm in it at most 64.
+const MAX_STAT_BYTES: usize = 4096;
+
+/// CPU time a process has used (user + system, its threads included) and when it started, both
+/// in clock ticks, from `/proc/<pid>/stat`. The start time tells a reused PID from the old one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuTicks {
+    pub used: u64,
+    pub start: u64,
+}
+
+/// Reads [`CpuTicks`]; `None` when the process has gone or the file is not a stat line.
+pub fn process_cpu_ticks(procfs: &Path, pid: u32) -> Option<CpuTicks> {
+    let raw = std::fs::read(procfs.join(pid.to_string()).join("stat")).ok()?;
+    parse_stat(&raw[..raw.len().min(MAX_STAT_BYTES)])
+}
+
+/// The comm field may hold spaces and parentheses, so fields are counted from its last `)`.
+fn parse_stat(raw: &[u8]) -> Option<CpuTicks> {
+    let text = std::str::from_utf8(raw.get(raw.iter().rposition(|&b| b == b')')? + 1..)?).ok()?;
+    // After the comm: state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+    // cmajflt utime(14) stime(15) cutime cstime priority nice num_threads itrealvalue
+    // starttime(22).
+    let fields: Vec<&str> = text.split_ascii_whitespace().take(20).collect();
+    let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
+    Some(CpuTicks {
+        used: field(14)?.checked_add(field(15)?)?,
+        start: field(22)?,
+    })
+}
+
+/// Clock ticks per second (`USER_HZ`), for [`CpuTicks`].
+pub fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf reads a constant and has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +84,23 @@ mod tests {
             Some(MAX_COMM_BYTES)
         );
         assert_eq!(process_name(dir.path(), 4), None);
+    }
+
+    #[test]
+    fn reads_cpu_ticks_past_a_hostile_comm() {
+        let line = b"4242 (py) thon (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0 98765 0";
+        assert_eq!(
+            parse_stat(line),
+            Some(CpuTicks {
+                used: 300,
+                start: 98765
+            })
+        );
+        assert_eq!(parse_stat(b"4242 (py) S 1 2"), None);
+        assert_eq!(parse_stat(b"no parenthesis at all"), None);
+        assert_eq!(parse_stat(b"1 (a) S 1 1 1 0 -1 0 0 0 0 0 x 5 0 0 20 0 1 0 7 0"), None);
+        let huge = [b'9'; 100_000];
+        assert_eq!(parse_stat(&huge), None);
+        assert!(clock_ticks_per_second() > 0.0);
     }
 }

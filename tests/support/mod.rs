@@ -76,6 +76,7 @@ pub struct Exporter {
     pub child: Child,
     pub port: u16,
     pub dir: tempfile::TempDir,
+    _cpu: tessera::demo::cpu::CpuTicker,
 }
 
 type ProcfsHook = Box<dyn FnOnce(&Path)>;
@@ -132,6 +133,7 @@ impl ExporterBuilder {
         let procfs = dir.path().join("proc");
         let scenario_text = std::fs::read_to_string(&self.scenario).expect("scenario");
         tessera::demo::write_procfs(&scenario_text, &procfs).expect("procfs from scenario");
+        let cpu = tessera::demo::cpu::start(&scenario_text, &procfs).expect("cpu ticker");
         for (pid, name) in &self.procfs {
             let d = procfs.join(pid.to_string());
             std::fs::create_dir_all(&d).expect("procfs");
@@ -150,6 +152,7 @@ impl ExporterBuilder {
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--kube.node-name=test-node")
             .arg("--sample.interval=100ms")
+            .arg("--activity.window=2s")
             .args(if self.cluster {
                 &[][..]
             } else {
@@ -163,7 +166,12 @@ impl ExporterBuilder {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn tessera");
-        Exporter { child, port, dir }
+        Exporter {
+            child,
+            port,
+            dir,
+            _cpu: cpu,
+        }
     }
 }
 

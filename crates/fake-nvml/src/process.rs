@@ -169,6 +169,41 @@ fn sample_timestamp_us() -> u64 {
     now.max(prev + 1)
 }
 
+/// Whom the driver books utilization samples to, as measured on an H100 (driver 580):
+/// an MPS server gets its clients' kernels and the clients get no samples; when two or more
+/// processes run kernels time-sliced, each sample carries the whole device's utilization and
+/// goes to one of them (modelled as the highest PID), the others reading nothing. A process
+/// alone gets its own figure. Returns (pid, sm %, memory %).
+pub(crate) fn booked_samples(procs: &[ProcState], device_util: u32) -> Vec<(u32, u32, u32)> {
+    let server = procs.iter().find(|p| p.kind == ProcessKind::MpsServer);
+    let mut out = Vec::new();
+    if let Some(server) = server {
+        let (sm, mem) = procs
+            .iter()
+            .filter(|p| matches!(p.kind, ProcessKind::MpsClient | ProcessKind::MpsServer))
+            .fold((0u32, 0u32), |(s, m), p| (s + p.sm_util, m + p.mem_util));
+        if sm > 0 || mem > 0 {
+            out.push((server.pid, sm.min(100), mem.min(100)));
+        }
+    }
+    let active: Vec<&ProcState> = procs
+        .iter()
+        .filter(|p| !matches!(p.kind, ProcessKind::MpsClient | ProcessKind::MpsServer))
+        .filter(|p| p.sm_util > 0 || p.mem_util > 0)
+        .collect();
+    match active.as_slice() {
+        [] => {}
+        [one] => out.push((one.pid, one.sm_util, one.mem_util)),
+        many => {
+            let mem: u32 = many.iter().map(|p| p.mem_util).sum();
+            if let Some(last) = many.iter().max_by_key(|p| p.pid) {
+                out.push((last.pid, device_util.min(100), mem.min(100)));
+            }
+        }
+    }
+    out
+}
+
 /// Every call yields one fresh sample per active process, stamped now.
 /// Processes with no SM or memory activity produce no samples, and "no
 /// sample newer than lastSeenTimeStamp" is NOT_FOUND — real NVML's way of
@@ -193,15 +228,14 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
             let count = out(count)?;
             let ts = sample_timestamp_us();
             let fresh: Vec<nvmlProcessUtilizationSample_t> = if ts > last_seen {
-                ctx.act()?
-                    .processes
-                    .iter()
-                    .filter(|p| p.sm_util > 0 || p.mem_util > 0)
-                    .map(|p| nvmlProcessUtilizationSample_t {
-                        pid: p.pid,
+                let act = ctx.act()?;
+                booked_samples(&act.processes, act.utilization)
+                    .into_iter()
+                    .map(|(pid, sm, mem)| nvmlProcessUtilizationSample_t {
+                        pid,
                         timeStamp: ts,
-                        smUtil: p.sm_util,
-                        memUtil: p.mem_util,
+                        smUtil: sm,
+                        memUtil: mem,
                         encUtil: 0,
                         decUtil: 0,
                     })
@@ -222,4 +256,44 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
             Ok(())
         },
     )
+}
+
+#[cfg(test)]
+mod booking_tests {
+    use super::*;
+
+    fn p(pid: u32, kind: ProcessKind, sm: u32) -> ProcState {
+        ProcState {
+            pid,
+            kind,
+            memory_bytes: 1 << 30,
+            sm_util: sm,
+            mem_util: 0,
+            instance: None,
+        }
+    }
+
+    #[test]
+    fn booked_as_the_h100_books_them() {
+        use ProcessKind::*;
+        assert_eq!(booked_samples(&[p(5, Compute, 49)], 50), [(5, 49, 0)]);
+        // 60 % + 20 % time-sliced: the whole device to one process, nothing to the other.
+        assert_eq!(
+            booked_samples(&[p(5, Compute, 60), p(6, Compute, 20)], 84),
+            [(6, 84, 0)]
+        );
+        // An idle holder beside a busy process changes nothing.
+        assert_eq!(
+            booked_samples(&[p(5, Compute, 50), p(6, Compute, 0)], 50),
+            [(5, 50, 0)]
+        );
+        // MPS: the server gets its clients' kernels.
+        assert_eq!(
+            booked_samples(
+                &[p(1, MpsServer, 0), p(5, MpsClient, 40), p(6, MpsClient, 20)],
+                44
+            ),
+            [(1, 60, 0)]
+        );
+    }
 }

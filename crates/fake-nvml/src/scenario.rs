@@ -263,6 +263,9 @@ pub struct ProcessSpec {
     #[serde(default)]
     pub mem_util: u32,
     pub mig_instance: Option<InstanceRef>,
+    /// Ignored by the fake; the exporter's demo and tests advance the process's CPU time in
+    /// their procfs tree at this rate (percent of a core).
+    pub cpu_percent: Option<f64>,
 }
 
 #[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]

@@ -1,0 +1,326 @@
+//! Who used a device's compute, on evidence that can know it.
+//!
+//! NVML's per-process utilization is right only when one process runs kernels on a device:
+//! measured on an H100, under time-slicing each NVML sample carries about the whole device's
+//! utilization and is booked to one process (60 % + 20 % read 0.08 / 0.78), and under MPS
+//! every client's kernels are booked to the server. So, per device (a GPU or a MIG instance):
+//!
+//! * a process is *quiet* when NVML books it nothing, the probe (if any) saw no kernels, and
+//!   its CPU time over the trailing window is near zero: a process that launches kernels
+//!   spends CPU doing so. Everything else that runs on the device is a *candidate*;
+//! * with the CUDA probe on every candidate, each process's share is its kernel busy time,
+//!   scaled under time-slicing so that the shares add up to the device's measured busy
+//!   fraction (a time-sliced kernel's span includes the other tenants' slices);
+//! * otherwise, with exactly one candidate, NVML's figures on the device are that process's
+//!   (including what NVML booked to an MPS server on its behalf); quiet processes read 0;
+//! * otherwise the candidates' shares are withheld (absent, not 0), and what the device
+//!   measured but nobody can be given is published as unattributed.
+//!
+//! Idle is decided on the same evidence: a container is idle when the device is idle, when it
+//! runs nothing on the device, or when all its processes are quiet; busy when its share is
+//! known and above the threshold; and otherwise unknown, which is counted apart and never
+//! as idle.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::{ProcessKind, ProcessSample};
+
+/// Below this share of device time a process or container counts as idle for that sample.
+pub const IDLE_SHARE: f64 = 0.01;
+/// CPU use (cores, over the trailing window) below which a process cannot be launching
+/// kernels at any rate that matters. A sleeping Python process holding a CUDA context reads
+/// 0; the busy tenants measured on the H100 used far more (docs/validation.md).
+pub const QUIET_CPU_CORES: f64 = 0.005;
+
+/// What the CUDA probe reported for one process, over the trailing window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ProbeReading {
+    /// Kernel busy time (union of kernel spans) per second of wall time, 0..=1, before any
+    /// time-slicing normalisation. `None` until two reports span the window.
+    pub busy_ratio: Option<f64>,
+    /// Cumulative kernel busy seconds since the probe started in the process.
+    pub busy_seconds: f64,
+    /// Cumulative kernels completed.
+    pub kernels: u64,
+}
+
+/// Per-process facts beyond NVML, gathered over the same trailing window.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActivityInputs {
+    /// CPU cores used by each process over the window; absent when not known yet (a process
+    /// first seen this cycle, or procfs unreadable).
+    pub cpu_cores: HashMap<u32, f64>,
+    pub probe: HashMap<u32, ProbeReading>,
+}
+
+/// How a device's compute was split among its processes this sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SplitMethod {
+    /// The device was idle, or nothing ran on it.
+    Idle,
+    /// One process may run kernels: NVML's figures are its own.
+    SoleActiveProcess,
+    /// Every candidate carries the CUDA probe.
+    Probe,
+    /// A MIG instance with one active holder: the instance's GPM activity is its.
+    MigInstance,
+    /// Several processes may run kernels and no source can split them: shares withheld.
+    Withheld,
+}
+
+impl SplitMethod {
+    pub fn as_label(self) -> &'static str {
+        match self {
+            SplitMethod::Idle => "idle",
+            SplitMethod::SoleActiveProcess => "sole-active-process",
+            SplitMethod::Probe => "probe",
+            SplitMethod::MigInstance => "mig-instance",
+            SplitMethod::Withheld => "withheld",
+        }
+    }
+}
+
+/// Whether a container used the device this sample, as far as evidence goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activity {
+    Idle,
+    Busy,
+    Unknown,
+}
+
+/// One process's published share and the verdict behind it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ProcessShare {
+    /// Share of device time, 0..=1; `None` when withheld.
+    pub share: Option<f64>,
+    /// The probe's busy share after normalisation, when the probe reports for it.
+    pub busy_ratio: Option<f64>,
+    pub quiet: bool,
+}
+
+/// The split of one device, with the evidence `/debug/attribution` shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSplit {
+    pub method: SplitMethod,
+    /// Device activity the split is measured against (NVML utilization on a GPU, GPM SM
+    /// activity on a MIG instance).
+    pub device_activity: Option<f64>,
+    /// Processes that may have run kernels this sample.
+    pub candidates: Vec<u32>,
+    /// Processes known not to have: NVML booked nothing, no probe kernels, CPU near zero.
+    pub quiet: Vec<u32>,
+    /// Time-slicing scale applied to probe spans (1 when none was needed).
+    pub probe_scale: Option<f64>,
+    /// One line for people: why shares are what they are.
+    pub why: String,
+    #[serde(skip)]
+    pub shares: HashMap<u32, ProcessShare>,
+}
+
+impl DeviceSplit {
+    pub fn share_of(&self, pid: u32) -> ProcessShare {
+        self.shares.get(&pid).copied().unwrap_or_default()
+    }
+}
+
+/// Everything about one device the split needs.
+pub struct DeviceCompute<'a> {
+    pub processes: &'a [&'a ProcessSample],
+    /// NVML utilization on a GPU; GPM SM activity on a MIG instance.
+    pub device_activity: Option<f64>,
+    /// MPS (or MIG+MPS): kernels of several clients run concurrently, so probe spans are
+    /// already exclusive and must not be scaled.
+    pub mps: bool,
+    pub mig_instance: bool,
+    pub activity: &'a ActivityInputs,
+}
+
+fn is_quiet(p: &ProcessSample, activity: &ActivityInputs) -> bool {
+    let nvml_quiet = p.sm_utilization.is_none_or(|v| v < IDLE_SHARE);
+    let probe_quiet = activity
+        .probe
+        .get(&p.pid)
+        .is_none_or(|r| r.busy_ratio.is_some_and(|b| b < IDLE_SHARE));
+    let cpu_quiet = activity
+        .cpu_cores
+        .get(&p.pid)
+        .is_some_and(|&c| c < QUIET_CPU_CORES);
+    nvml_quiet && probe_quiet && cpu_quiet
+}
+
+/// Splits one device's compute among its processes. The MPS server is never a candidate: it
+/// runs its clients' kernels, not its own, so what NVML books to it is theirs.
+pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
+    let mut candidates = Vec::new();
+    let mut quiet = Vec::new();
+    for p in d.processes {
+        if p.kind == Some(ProcessKind::MpsServer) {
+            continue;
+        }
+        if is_quiet(p, d.activity) {
+            quiet.push(p.pid);
+        } else {
+            candidates.push(p.pid);
+        }
+    }
+    candidates.sort_unstable();
+    quiet.sort_unstable();
+    let mut shares: HashMap<u32, ProcessShare> = quiet
+        .iter()
+        .map(|&pid| {
+            let share = ProcessShare {
+                share: Some(0.0),
+                busy_ratio: d
+                    .activity
+                    .probe
+                    .get(&pid)
+                    .and_then(|r| r.busy_ratio)
+                    .map(|_| 0.0),
+                quiet: true,
+            };
+            (pid, share)
+        })
+        .collect();
+    let device_idle = d.device_activity.is_some_and(|a| a < IDLE_SHARE);
+    let probed: Vec<(u32, f64)> = candidates
+        .iter()
+        .filter_map(|pid| {
+            let b = d.activity.probe.get(pid)?.busy_ratio?;
+            Some((*pid, b.clamp(0.0, 1.0)))
+        })
+        .collect();
+    let mut out = DeviceSplit {
+        method: SplitMethod::Withheld,
+        device_activity: d.device_activity,
+        candidates: candidates.clone(),
+        quiet,
+        probe_scale: None,
+        why: String::new(),
+        shares: HashMap::new(),
+    };
+    if candidates.is_empty() {
+        if d.device_activity.is_some_and(|a| a >= IDLE_SHARE) {
+            // The device is busy but every process on it looks quiet: something we cannot
+            // see (a long kernel launched before the window) runs. Claim nothing.
+            out.why = "the device is busy but every process looks quiet; shares withheld".into();
+            for s in shares.values_mut() {
+                s.share = None;
+                s.quiet = false;
+            }
+            out.quiet.clear();
+        } else {
+            out.method = SplitMethod::Idle;
+            out.why = "nothing on the device runs kernels".into();
+        }
+    } else if !probed.is_empty() && probed.len() == candidates.len() {
+        let sum: f64 = probed.iter().map(|(_, b)| b).sum();
+        // Under time-slicing a kernel's span includes other tenants' slices; scale the spans
+        // to the busy time the device measured. Under MPS spans overlap for real.
+        let scale = match d.device_activity {
+            // A MIG instance's activity is GPM SM activity, not a busy fraction: only keep
+            // overlapping spans from adding up past the whole instance.
+            _ if d.mig_instance => 1.0 / sum.max(1.0),
+            Some(a) if !d.mps && probed.len() > 1 && sum > a && sum > 0.0 => a / sum,
+            _ => 1.0,
+        };
+        for (pid, b) in probed {
+            let v = (b * scale).clamp(0.0, 1.0);
+            shares.insert(
+                pid,
+                ProcessShare {
+                    share: Some(v),
+                    busy_ratio: Some(v),
+                    quiet: false,
+                },
+            );
+        }
+        out.method = SplitMethod::Probe;
+        out.probe_scale = Some(scale);
+        out.why = if scale < 1.0 {
+            format!("CUDA probe spans scaled by {scale:.3} to the device's busy time (time-slicing)")
+        } else {
+            "CUDA probe kernel busy time".into()
+        };
+    } else if candidates.len() == 1 && !d.mig_instance {
+        // NVML books a lone active process's kernels to it, or to the MPS server serving it.
+        let total: f64 = d
+            .processes
+            .iter()
+            .filter_map(|p| p.sm_utilization)
+            .sum::<f64>()
+            .clamp(0.0, 1.0);
+        let pid = candidates[0];
+        shares.insert(
+            pid,
+            ProcessShare {
+                share: Some(total),
+                busy_ratio: None,
+                quiet: false,
+            },
+        );
+        out.method = SplitMethod::SoleActiveProcess;
+        out.why = format!("pid {pid} is the only process that may run kernels; NVML's figure is its own");
+    } else if candidates.len() == 1 {
+        out.method = SplitMethod::MigInstance;
+        out.why = format!("pid {} is the only active process in the instance", candidates[0]);
+    } else {
+        out.method = SplitMethod::Withheld;
+        out.why = format!(
+            "{} processes may run kernels and NVML cannot split them (it books each sample to \
+             one process{}); shares withheld",
+            candidates.len(),
+            if d.mps {
+                ", and MPS clients' kernels to the server"
+            } else {
+                ""
+            }
+        );
+    }
+    if device_idle && out.method != SplitMethod::Idle {
+        // A measured idle device settles it whatever the per-process readings say.
+        out.method = SplitMethod::Idle;
+        out.why = "the device was idle".into();
+        for pid in out.candidates.iter() {
+            shares.insert(
+                *pid,
+                ProcessShare {
+                    share: Some(0.0),
+                    busy_ratio: shares.get(pid).and_then(|s| s.busy_ratio).map(|_| 0.0),
+                    quiet: false,
+                },
+            );
+        }
+    }
+    out.shares = shares;
+    out
+}
+
+/// A container's activity from its processes' shares on one device.
+pub fn container_activity(split: &DeviceSplit, pids: &[u32], share: Option<f64>) -> Activity {
+    if split.method == SplitMethod::Idle || pids.is_empty() {
+        return Activity::Idle;
+    }
+    if pids.iter().all(|pid| split.share_of(*pid).quiet) {
+        return Activity::Idle;
+    }
+    match share {
+        Some(v) if v < IDLE_SHARE => Activity::Idle,
+        Some(_) => Activity::Busy,
+        None => Activity::Unknown,
+    }
+}
+
+/// Device activity not given to any container, when the device measured some.
+pub fn unattributed(device_activity: Option<f64>, attributed: &[Option<f64>]) -> Option<f64> {
+    let a = device_activity?;
+    let given: f64 = attributed.iter().flatten().sum();
+    Some((a - given).clamp(0.0, 1.0))
+}
+
+#[cfg(test)]
+#[path = "compute_tests.rs"]
+mod tests;

@@ -1,0 +1,148 @@
+//! The measured H100 cases (docs/validation.md) as unit tests of the split.
+
+use super::*;
+
+fn proc(pid: u32, sm: Option<f64>) -> ProcessSample {
+    ProcessSample {
+        pid,
+        name: "python3".into(),
+        kind: Some(ProcessKind::Compute),
+        memory_used_bytes: Some(1 << 30),
+        sm_utilization: sm,
+        ..Default::default()
+    }
+}
+
+fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
+    ActivityInputs {
+        cpu_cores: cpu.iter().copied().collect(),
+        probe: probe
+            .iter()
+            .map(|&(pid, b)| {
+                (
+                    pid,
+                    ProbeReading {
+                        busy_ratio: Some(b),
+                        busy_seconds: 10.0,
+                        kernels: 100,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+fn run(procs: &[ProcessSample], device: Option<f64>, mps: bool, act: &ActivityInputs) -> DeviceSplit {
+    let refs: Vec<&ProcessSample> = procs.iter().collect();
+    split(&DeviceCompute {
+        processes: &refs,
+        device_activity: device,
+        mps,
+        mig_instance: false,
+        activity: act,
+    })
+}
+
+#[test]
+fn a_process_alone_keeps_nvmls_figure() {
+    let procs = [proc(1, Some(0.49))];
+    let s = run(&procs, Some(0.5), false, &activity(&[(1, 0.4)], &[]));
+    assert_eq!(s.method, SplitMethod::SoleActiveProcess);
+    assert_eq!(s.share_of(1).share, Some(0.49));
+}
+
+#[test]
+fn time_sliced_busy_tenants_are_withheld_not_inverted() {
+    // Measured: 60 % + 20 % read 0.08 / 0.78 through NVML.
+    let procs = [proc(1, Some(0.08)), proc(2, Some(0.78))];
+    let act = activity(&[(1, 0.5), (2, 0.2)], &[]);
+    let s = run(&procs, Some(0.84), false, &act);
+    assert_eq!(s.method, SplitMethod::Withheld);
+    assert_eq!(s.share_of(1).share, None);
+    assert_eq!(s.share_of(2).share, None);
+    assert_eq!(container_activity(&s, &[1], None), Activity::Unknown);
+    // A tenant NVML reads as 0 (3 × 20 % read 0.00 / 0.50 / 0.00) is not idle either.
+    let procs = [proc(1, Some(0.0)), proc(2, Some(0.5)), proc(3, None)];
+    let act = activity(&[(1, 0.2), (2, 0.2), (3, 0.2)], &[]);
+    let s = run(&procs, Some(0.62), false, &act);
+    assert_eq!(s.method, SplitMethod::Withheld);
+    for pid in [1, 3] {
+        assert_eq!(container_activity(&s, &[pid], s.share_of(pid).share), Activity::Unknown);
+    }
+    assert_eq!(unattributed(Some(0.62), &[None, None, None]), Some(0.62));
+}
+
+#[test]
+fn an_idle_memory_holder_is_idle_and_the_busy_one_keeps_its_figure() {
+    let procs = [proc(1, Some(0.43)), proc(2, Some(0.0))];
+    let s = run(&procs, Some(0.5), false, &activity(&[(1, 0.45), (2, 0.0)], &[]));
+    assert_eq!(s.method, SplitMethod::SoleActiveProcess);
+    assert_eq!(s.share_of(1).share, Some(0.43));
+    assert_eq!(s.share_of(2).share, Some(0.0));
+    assert_eq!(container_activity(&s, &[2], Some(0.0)), Activity::Idle);
+    assert_eq!(container_activity(&s, &[1], Some(0.43)), Activity::Busy);
+}
+
+#[test]
+fn a_holder_without_cpu_history_is_not_called_idle() {
+    let procs = [proc(1, Some(0.43)), proc(2, Some(0.0))];
+    let s = run(&procs, Some(0.5), false, &activity(&[(1, 0.45)], &[]));
+    assert_eq!(s.method, SplitMethod::Withheld);
+    assert_eq!(container_activity(&s, &[2], None), Activity::Unknown);
+}
+
+#[test]
+fn mps_clients_get_the_servers_booking_only_when_one_is_active() {
+    let mut server = proc(9, Some(0.44));
+    server.kind = Some(ProcessKind::MpsServer);
+    let mut c1 = proc(1, None);
+    c1.kind = Some(ProcessKind::MpsClient);
+    let mut c2 = proc(2, None);
+    c2.kind = Some(ProcessKind::MpsClient);
+    let procs = [server.clone(), c1.clone(), c2.clone()];
+    let s = run(&procs, Some(0.44), true, &activity(&[(1, 0.3), (2, 0.2)], &[]));
+    assert_eq!(s.method, SplitMethod::Withheld);
+    assert_eq!(s.share_of(9).share, None, "the server's booking is not its own");
+    let s = run(&procs, Some(0.44), true, &activity(&[(1, 0.3), (2, 0.0)], &[]));
+    assert_eq!(s.method, SplitMethod::SoleActiveProcess);
+    assert_eq!(s.share_of(1).share, Some(0.44));
+}
+
+#[test]
+fn probe_spans_are_scaled_under_time_slicing_but_not_under_mps() {
+    // Measured: spans 0.96 / 0.48 for 60 % + 20 % time-sliced, device busy 0.80.
+    let procs = [proc(1, Some(0.1)), proc(2, Some(0.7))];
+    let act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.96), (2, 0.48)]);
+    let s = run(&procs, Some(0.80), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    let (a, b) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!((a - 0.533).abs() < 0.01 && (b - 0.267).abs() < 0.01, "{a} {b}");
+    // MPS 40 % + 20 %: spans are exclusive already.
+    let s = run(&procs, Some(0.44), true, &activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.42), (2, 0.21)]));
+    assert_eq!(s.share_of(1).share, Some(0.42));
+    assert_eq!(s.share_of(2).share, Some(0.21));
+    assert_eq!(s.probe_scale, Some(1.0));
+}
+
+#[test]
+fn a_partly_probed_device_is_withheld() {
+    let procs = [proc(1, Some(0.1)), proc(2, Some(0.7))];
+    let act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.96)]);
+    assert_eq!(run(&procs, Some(0.8), false, &act).method, SplitMethod::Withheld);
+}
+
+#[test]
+fn an_idle_device_settles_it_and_quiet_processes_cannot_explain_a_busy_one() {
+    let procs = [proc(1, None), proc(2, None)];
+    let act = activity(&[(1, 0.3), (2, 0.3)], &[]);
+    let s = run(&procs, Some(0.0), false, &act);
+    assert_eq!(s.method, SplitMethod::Idle);
+    assert_eq!(container_activity(&s, &[1], s.share_of(1).share), Activity::Idle);
+    // Busy device, every process quiet: nobody is called idle.
+    let act = activity(&[(1, 0.0), (2, 0.0)], &[]);
+    let s = run(&procs, Some(0.9), false, &act);
+    assert_eq!(s.method, SplitMethod::Withheld);
+    assert_eq!(container_activity(&s, &[1], None), Activity::Unknown);
+    // No processes at all: idle.
+    assert_eq!(container_activity(&s, &[], None), Activity::Idle);
+}
