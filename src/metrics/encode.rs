@@ -425,7 +425,10 @@ fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView
         ),
         (&table::GPU_PROCESS_SM_UTILIZATION, p.compute.share),
         (&table::GPU_PROCESS_BUSY_RATIO, p.compute.busy_ratio),
-        (&table::GPU_PROCESS_KERNELS, p.probe_kernels.map(|k| k as f64)),
+        (
+            &table::GPU_PROCESS_KERNELS,
+            p.probe_kernels.map(|k| k as f64),
+        ),
         (&table::GPU_PROCESS_MEMORY_UTILIZATION, s.memory_utilization),
     ];
     for (f, v) in values {

@@ -71,6 +71,13 @@ fn hostile_label_values_are_escaped_and_cut() {
         .unwrap();
     assert!(line.contains(r#"process="a\"b\\c\nd"#), "{line}");
     assert!(line.len() < 1_000, "cut to the label length cap");
-    assert_eq!(e.truncated_label_values, 1);
+    // Counted per series: every series of the process carries the cut name.
+    let process_series = e
+        .text
+        .lines()
+        .filter(|l| l.starts_with("gpu_process_"))
+        .count();
+    assert!(process_series >= 1);
+    assert_eq!(e.truncated_label_values, process_series);
     assert!(e.text.ends_with("# EOF\n"));
 }

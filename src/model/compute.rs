@@ -241,7 +241,9 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         out.method = SplitMethod::Probe;
         out.probe_scale = Some(scale);
         out.why = if scale < 1.0 {
-            format!("CUDA probe spans scaled by {scale:.3} to the device's busy time (time-slicing)")
+            format!(
+                "CUDA probe spans scaled by {scale:.3} to the device's busy time (time-slicing)"
+            )
         } else {
             "CUDA probe kernel busy time".into()
         };
@@ -263,10 +265,14 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             },
         );
         out.method = SplitMethod::SoleActiveProcess;
-        out.why = format!("pid {pid} is the only process that may run kernels; NVML's figure is its own");
+        out.why =
+            format!("pid {pid} is the only process that may run kernels; NVML's figure is its own");
     } else if candidates.len() == 1 {
         out.method = SplitMethod::MigInstance;
-        out.why = format!("pid {} is the only active process in the instance", candidates[0]);
+        out.why = format!(
+            "pid {} is the only active process in the instance",
+            candidates[0]
+        );
     } else {
         out.method = SplitMethod::Withheld;
         out.why = format!(

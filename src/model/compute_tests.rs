@@ -32,7 +32,12 @@ fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
     }
 }
 
-fn run(procs: &[ProcessSample], device: Option<f64>, mps: bool, act: &ActivityInputs) -> DeviceSplit {
+fn run(
+    procs: &[ProcessSample],
+    device: Option<f64>,
+    mps: bool,
+    act: &ActivityInputs,
+) -> DeviceSplit {
     let refs: Vec<&ProcessSample> = procs.iter().collect();
     split(&DeviceCompute {
         processes: &refs,
@@ -67,7 +72,10 @@ fn time_sliced_busy_tenants_are_withheld_not_inverted() {
     let s = run(&procs, Some(0.62), false, &act);
     assert_eq!(s.method, SplitMethod::Withheld);
     for pid in [1, 3] {
-        assert_eq!(container_activity(&s, &[pid], s.share_of(pid).share), Activity::Unknown);
+        assert_eq!(
+            container_activity(&s, &[pid], s.share_of(pid).share),
+            Activity::Unknown
+        );
     }
     assert_eq!(unattributed(Some(0.62), &[None, None, None]), Some(0.62));
 }
@@ -75,7 +83,12 @@ fn time_sliced_busy_tenants_are_withheld_not_inverted() {
 #[test]
 fn an_idle_memory_holder_is_idle_and_the_busy_one_keeps_its_figure() {
     let procs = [proc(1, Some(0.43)), proc(2, Some(0.0))];
-    let s = run(&procs, Some(0.5), false, &activity(&[(1, 0.45), (2, 0.0)], &[]));
+    let s = run(
+        &procs,
+        Some(0.5),
+        false,
+        &activity(&[(1, 0.45), (2, 0.0)], &[]),
+    );
     assert_eq!(s.method, SplitMethod::SoleActiveProcess);
     assert_eq!(s.share_of(1).share, Some(0.43));
     assert_eq!(s.share_of(2).share, Some(0.0));
@@ -100,10 +113,24 @@ fn mps_clients_get_the_servers_booking_only_when_one_is_active() {
     let mut c2 = proc(2, None);
     c2.kind = Some(ProcessKind::MpsClient);
     let procs = [server.clone(), c1.clone(), c2.clone()];
-    let s = run(&procs, Some(0.44), true, &activity(&[(1, 0.3), (2, 0.2)], &[]));
+    let s = run(
+        &procs,
+        Some(0.44),
+        true,
+        &activity(&[(1, 0.3), (2, 0.2)], &[]),
+    );
     assert_eq!(s.method, SplitMethod::Withheld);
-    assert_eq!(s.share_of(9).share, None, "the server's booking is not its own");
-    let s = run(&procs, Some(0.44), true, &activity(&[(1, 0.3), (2, 0.0)], &[]));
+    assert_eq!(
+        s.share_of(9).share,
+        None,
+        "the server's booking is not its own"
+    );
+    let s = run(
+        &procs,
+        Some(0.44),
+        true,
+        &activity(&[(1, 0.3), (2, 0.0)], &[]),
+    );
     assert_eq!(s.method, SplitMethod::SoleActiveProcess);
     assert_eq!(s.share_of(1).share, Some(0.44));
 }
@@ -116,9 +143,17 @@ fn probe_spans_are_scaled_under_time_slicing_but_not_under_mps() {
     let s = run(&procs, Some(0.80), false, &act);
     assert_eq!(s.method, SplitMethod::Probe);
     let (a, b) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
-    assert!((a - 0.533).abs() < 0.01 && (b - 0.267).abs() < 0.01, "{a} {b}");
+    assert!(
+        (a - 0.533).abs() < 0.01 && (b - 0.267).abs() < 0.01,
+        "{a} {b}"
+    );
     // MPS 40 % + 20 %: spans are exclusive already.
-    let s = run(&procs, Some(0.44), true, &activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.42), (2, 0.21)]));
+    let s = run(
+        &procs,
+        Some(0.44),
+        true,
+        &activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.42), (2, 0.21)]),
+    );
     assert_eq!(s.share_of(1).share, Some(0.42));
     assert_eq!(s.share_of(2).share, Some(0.21));
     assert_eq!(s.probe_scale, Some(1.0));
@@ -128,7 +163,10 @@ fn probe_spans_are_scaled_under_time_slicing_but_not_under_mps() {
 fn a_partly_probed_device_is_withheld() {
     let procs = [proc(1, Some(0.1)), proc(2, Some(0.7))];
     let act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.96)]);
-    assert_eq!(run(&procs, Some(0.8), false, &act).method, SplitMethod::Withheld);
+    assert_eq!(
+        run(&procs, Some(0.8), false, &act).method,
+        SplitMethod::Withheld
+    );
 }
 
 #[test]
@@ -137,7 +175,10 @@ fn an_idle_device_settles_it_and_quiet_processes_cannot_explain_a_busy_one() {
     let act = activity(&[(1, 0.3), (2, 0.3)], &[]);
     let s = run(&procs, Some(0.0), false, &act);
     assert_eq!(s.method, SplitMethod::Idle);
-    assert_eq!(container_activity(&s, &[1], s.share_of(1).share), Activity::Idle);
+    assert_eq!(
+        container_activity(&s, &[1], s.share_of(1).share),
+        Activity::Idle
+    );
     // Busy device, every process quiet: nobody is called idle.
     let act = activity(&[(1, 0.0), (2, 0.0)], &[]);
     let s = run(&procs, Some(0.9), false, &act);

@@ -9,10 +9,10 @@ use serde::Serialize;
 use super::allocations::Allocations;
 pub use super::attribution::PodRef;
 use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Target};
+use super::cluster::{ClusterView, SharingStrategy};
 use super::compute::{
     self, Activity, ActivityInputs, DeviceCompute, DeviceSplit, ProcessShare, SplitMethod,
 };
-use super::cluster::{ClusterView, SharingStrategy};
 use super::device_id::ResourceMatcher;
 use super::identity::CgroupIdentity;
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
@@ -279,22 +279,25 @@ fn containers(
             .allocations
             .push(h.clone());
     }
-    // A process whose pod is unknown may be any holder's: no holder without processes can
-    // then be called idle on the strength of running nothing.
-    let unowned = facts
-        .processes
-        .iter()
-        .any(|p| p.pod.is_none() && p.sample.kind != Some(ProcessKind::MpsServer));
+    // A process not pinned to a known container (no cgroup, no pod metadata yet, or a pod
+    // whose container is not known) may be any holder's: no holder without processes can then
+    // be called idle on the strength of running nothing.
+    let unowned = facts.processes.iter().any(|p| {
+        p.sample.kind != Some(ProcessKind::MpsServer)
+            && p.pod
+                .as_ref()
+                .is_none_or(|pod| pod.namespace.is_empty() || pod.container.is_empty())
+    });
     for p in &facts.processes {
         let Some(pod) = &p.pod else { continue };
         let (row, pids) = rows.entry(pod.clone()).or_insert_with(|| blank(pod));
         // The MPS server runs in the device plugin's daemon pod, which never requests the GPU
         // it serves: that is not someone bypassing the device plugin, nor that pod's work.
+        row.memory_used_bytes += p.sample.memory_used_bytes.unwrap_or(0);
         if p.sample.kind == Some(ProcessKind::MpsServer) {
             continue;
         }
         row.processes += 1;
-        row.memory_used_bytes += p.sample.memory_used_bytes.unwrap_or(0);
         pids.push(p.sample.pid);
     }
     let instance_activity = mig.and_then(|m| m.gpm).map(|g| g.sm_activity);

@@ -81,7 +81,8 @@ mod tests {
     fn write_stat(root: &Path, pid: u32, used: u64, start: u64) {
         let d = root.join(pid.to_string());
         std::fs::create_dir_all(&d).unwrap();
-        let line = format!("{pid} (python3) S 1 1 1 0 -1 0 0 0 0 0 {used} 0 0 0 20 0 4 0 {start} 0\n");
+        let line =
+            format!("{pid} (python3) S 1 1 1 0 -1 0 0 0 0 0 {used} 0 0 0 20 0 4 0 {start} 0\n");
         std::fs::write(d.join("stat"), line).unwrap();
     }
 

@@ -90,9 +90,10 @@ impl ProbeBook {
         let e = map.entry(pid).or_default();
         // Counters only grow within one process; a smaller one is a new process under a
         // reused PID (or a lie), and history before it means nothing.
-        if e.reports.back().is_some_and(|(_, f)| {
-            frame.busy_ns < f.busy_ns || frame.kernels < f.kernels
-        }) {
+        if e.reports
+            .back()
+            .is_some_and(|(_, f)| frame.busy_ns < f.busy_ns || frame.kernels < f.kernels)
+        {
             e.reports.clear();
         }
         e.disabled = frame.flags & FLAG_DISABLED != 0;
@@ -103,7 +104,12 @@ impl ProbeBook {
     }
 
     /// Readings over the trailing `window` for the PIDs asked for; drops stale processes.
-    pub fn readings(&self, pids: &[u32], window: Duration, now: Instant) -> HashMap<u32, ProbeReading> {
+    pub fn readings(
+        &self,
+        pids: &[u32],
+        window: Duration,
+        now: Instant,
+    ) -> HashMap<u32, ProbeReading> {
         let Ok(mut map) = self.inner.lock() else {
             return HashMap::new();
         };
@@ -267,7 +273,9 @@ mod tests {
         assert_eq!(r[&7].busy_ratio, None);
         // Silent for longer than the window: no ratio; longer still: forgotten.
         let later = now + Duration::from_secs(40);
-        assert!(book.readings(&[7], Duration::from_secs(5), later).is_empty());
+        assert!(book
+            .readings(&[7], Duration::from_secs(5), later)
+            .is_empty());
     }
 
     #[test]

@@ -98,7 +98,10 @@ mod tests {
         );
         assert_eq!(parse_stat(b"4242 (py) S 1 2"), None);
         assert_eq!(parse_stat(b"no parenthesis at all"), None);
-        assert_eq!(parse_stat(b"1 (a) S 1 1 1 0 -1 0 0 0 0 0 x 5 0 0 20 0 1 0 7 0"), None);
+        assert_eq!(
+            parse_stat(b"1 (a) S 1 1 1 0 -1 0 0 0 0 0 x 5 0 0 20 0 1 0 7 0"),
+            None
+        );
         let huge = [b'9'; 100_000];
         assert_eq!(parse_stat(&huge), None);
         assert!(clock_ticks_per_second() > 0.0);
