@@ -1,0 +1,263 @@
+//! tessera's CUDA probe: a library the CUDA driver loads into a workload process when
+//! `CUDA_INJECTION64_PATH` names it. It turns on CUPTI's kernel activity records, sums the
+//! union of kernel spans, and once a second sends the totals to tessera over a UNIX socket.
+//!
+//! It must never hurt its host: nothing here panics across the C boundary, it blocks no CUDA
+//! call (records are folded in CUPTI's own buffer-completion callback, the socket is written
+//! from a thread of its own), and on any CUPTI error it turns itself off. Without tessera's
+//! socket it does not turn CUPTI on at all, so an unused probe costs nothing.
+//!
+//! CUPTI is loaded at run time, so nothing CUDA is needed to build this crate.
+
+pub mod spans;
+pub mod wire;
+
+use std::io::Write;
+use std::os::raw::{c_int, c_void};
+use std::os::unix::net::UnixStream;
+use std::panic::catch_unwind;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use spans::Spans;
+use wire::{Frame, DEFAULT_SOCKET, FLAG_DISABLED};
+
+type CuptiResult = c_int;
+const CUPTI_SUCCESS: CuptiResult = 0;
+const ACTIVITY_KIND_KERNEL: u32 = 3;
+const ACTIVITY_KIND_CONCURRENT_KERNEL: u32 = 10;
+/// Every kernel record version starts with kind, cache config, registers and two cache enums;
+/// start and end timestamps (ns) follow at these offsets.
+const KERNEL_START_OFFSET: usize = 16;
+const KERNEL_END_OFFSET: usize = 24;
+/// Large buffers mean few completions: the per-kernel cost stays one record write.
+const BUFFER_BYTES: usize = 4 << 20;
+const BUFFER_ALIGN: usize = 8;
+const REPORT_EVERY: Duration = Duration::from_secs(1);
+
+type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+
+struct Cupti {
+    _lib: libloading::Library,
+    enable: unsafe extern "C" fn(u32) -> CuptiResult,
+    disable: unsafe extern "C" fn(u32) -> CuptiResult,
+    next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u32) -> CuptiResult,
+    flush_all: unsafe extern "C" fn(u32) -> CuptiResult,
+    register: unsafe extern "C" fn(RequestFn, CompleteFn) -> CuptiResult,
+}
+
+static CUPTI: OnceLock<Cupti> = OnceLock::new();
+static SPANS: Mutex<Spans> = Mutex::new(Spans {
+    busy_ns: 0,
+    kernels: 0,
+    covered_until: 0,
+    batch: Vec::new(),
+});
+static DISABLED: AtomicBool = AtomicBool::new(false);
+static DROPPED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn cupti_candidates() -> Vec<PathBuf> {
+    let mut c: Vec<PathBuf> = std::env::var_os("TESSERA_PROBE_CUPTI")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    for name in [
+        "libcupti.so",
+        "libcupti.so.13",
+        "libcupti.so.12",
+        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
+        "/usr/local/cuda/lib64/libcupti.so",
+        "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so",
+    ] {
+        c.push(PathBuf::from(name));
+    }
+    c
+}
+
+fn load_cupti() -> Option<Cupti> {
+    for path in cupti_candidates() {
+        // SAFETY: loading CUPTI runs its initialisers, which expect only a CUDA process.
+        let Ok(lib) = (unsafe { libloading::Library::new(&path) }) else {
+            continue;
+        };
+        // SAFETY: the symbol types are CUPTI's documented C signatures.
+        let cupti = unsafe {
+            let enable = *lib.get(b"cuptiActivityEnable\0").ok()?;
+            let disable = *lib.get(b"cuptiActivityDisable\0").ok()?;
+            let next_record = *lib.get(b"cuptiActivityGetNextRecord\0").ok()?;
+            let flush_all = *lib.get(b"cuptiActivityFlushAll\0").ok()?;
+            let register = *lib.get(b"cuptiActivityRegisterCallbacks\0").ok()?;
+            Cupti {
+                _lib: lib,
+                enable,
+                disable,
+                next_record,
+                flush_all,
+                register,
+            }
+        };
+        return Some(cupti);
+    }
+    None
+}
+
+fn layout() -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).ok()
+}
+
+unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: *mut usize) {
+    let _ = catch_unwind(|| {
+        if buf.is_null() || size.is_null() || max.is_null() {
+            return;
+        }
+        // SAFETY: CUPTI passes valid out-pointers; a null buffer tells it to drop records.
+        unsafe {
+            *max = 0;
+            match layout() {
+                Some(l) if !DISABLED.load(Ordering::Relaxed) => {
+                    let p = std::alloc::alloc(l);
+                    *buf = p;
+                    *size = if p.is_null() { 0 } else { BUFFER_BYTES };
+                }
+                _ => {
+                    *buf = std::ptr::null_mut();
+                    *size = 0;
+                }
+            }
+        }
+    });
+}
+
+unsafe extern "C" fn buffer_completed(
+    _ctx: *mut c_void,
+    _stream: u32,
+    buf: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let _ = catch_unwind(|| {
+        if buf.is_null() {
+            return;
+        }
+        if let (Some(cupti), Ok(mut spans)) = (CUPTI.get(), SPANS.lock()) {
+            let mut record: *mut u32 = std::ptr::null_mut();
+            // SAFETY: `buf` holds `valid` bytes of records; CUPTI hands back pointers into it,
+            // and every kernel record is at least KERNEL_END_OFFSET + 8 bytes long.
+            unsafe {
+                while (cupti.next_record)(buf, valid, &mut record) == CUPTI_SUCCESS {
+                    if record.is_null() {
+                        break;
+                    }
+                    let kind = *record;
+                    if kind == ACTIVITY_KIND_CONCURRENT_KERNEL || kind == ACTIVITY_KIND_KERNEL {
+                        let base = record.cast::<u8>();
+                        let start = base.add(KERNEL_START_OFFSET).cast::<u64>().read_unaligned();
+                        let end = base.add(KERNEL_END_OFFSET).cast::<u64>().read_unaligned();
+                        spans.push(start, end);
+                    }
+                }
+            }
+            spans.flush_batch();
+        }
+        if let Some(l) = layout() {
+            // SAFETY: every buffer CUPTI returns was allocated by `buffer_requested` with `l`.
+            unsafe { std::alloc::dealloc(buf, l) };
+        }
+    });
+}
+
+fn disable(cupti: &Cupti) {
+    DISABLED.store(true, Ordering::Relaxed);
+    // SAFETY: plain CUPTI calls; failures leave nothing to undo.
+    unsafe {
+        let _ = (cupti.disable)(ACTIVITY_KIND_CONCURRENT_KERNEL);
+    }
+}
+
+fn snapshot() -> Frame {
+    let (busy_ns, kernels) = SPANS
+        .lock()
+        .map(|s| (s.busy_ns, s.kernels))
+        .unwrap_or_default();
+    Frame {
+        busy_ns,
+        kernels,
+        flags: if DISABLED.load(Ordering::Relaxed) {
+            FLAG_DISABLED
+        } else {
+            0
+        },
+        dropped: DROPPED.load(Ordering::Relaxed),
+    }
+}
+
+/// Flushes completed records and reports once a second, reconnecting when tessera restarts.
+fn reporter(socket: PathBuf) {
+    let mut conn: Option<(u32, UnixStream)> = None;
+    loop {
+        std::thread::sleep(REPORT_EVERY);
+        if let Some(cupti) = CUPTI.get() {
+            if !DISABLED.load(Ordering::Relaxed) {
+                // SAFETY: a plain CUPTI call from a thread of our own.
+                let r = unsafe { (cupti.flush_all)(0) };
+                if r != CUPTI_SUCCESS {
+                    disable(cupti);
+                }
+            }
+        }
+        let frame = snapshot();
+        let pid = std::process::id();
+        // A forked child must not speak on its parent's connection.
+        if conn.as_ref().is_some_and(|(p, _)| *p != pid) {
+            conn = None;
+        }
+        if conn.is_none() {
+            conn = UnixStream::connect(&socket).ok().map(|s| {
+                let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+                (pid, s)
+            });
+        }
+        if let Some((_, s)) = conn.as_mut() {
+            if s.write_all(&frame.encode()).is_err() {
+                conn = None;
+            }
+        }
+    }
+}
+
+fn initialize() -> bool {
+    let socket = std::env::var_os("TESSERA_PROBE_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    // No tessera on this node: stay out of the way entirely.
+    if !socket.exists() {
+        return true;
+    }
+    let Some(cupti) = load_cupti() else {
+        return true;
+    };
+    let cupti = CUPTI.get_or_init(|| cupti);
+    // SAFETY: registering our callbacks and enabling one activity kind, as CUPTI documents.
+    let ok = unsafe {
+        (cupti.register)(buffer_requested, buffer_completed) == CUPTI_SUCCESS
+            && (cupti.enable)(ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS
+    };
+    if !ok {
+        disable(cupti);
+    }
+    std::thread::Builder::new()
+        .name("tessera-probe".into())
+        .spawn(move || reporter(socket))
+        .is_ok()
+}
+
+/// Called by the CUDA driver at `cuInit` when `CUDA_INJECTION64_PATH` names this library.
+/// Returns 1 (success) in every case the process should go on, which is every case.
+#[no_mangle]
+pub extern "C" fn InitializeInjection() -> c_int {
+    let _ = catch_unwind(initialize);
+    1
+}

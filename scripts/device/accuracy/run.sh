@@ -1,0 +1,57 @@
+#!/bin/bash
+# Per-process GPU share under time-slicing and MPS, on a machine with one NVIDIA GPU: truth
+# (processes with known duty cycles) vs raw NVML vs tessera's default vs tessera with the CUDA
+# probe, plus the probe's launch overhead. Prints one JSON line per case; tables.py turns them
+# into docs/validation.md's tables. Never changes GPU settings; MPS runs with private pipe/log
+# dirs and is quit before the script ends.
+#   TESSERA=path/to/tessera PROBE=path/to/libtessera_probe.so OUT=dir bash run.sh
+set -u
+cd "$(dirname "$0")"
+OUT=${OUT:-./out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+CUPTI=$(find / -name 'libcupti.so*' -not -path '*/proc/*' 2>/dev/null | sort | tail -1)
+echo "cupti: $CUPTI" | tee "$OUT/cases.jsonl"
+export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/tessera-probe.sock
+LONG=$(python3 duty.py calib long); TINY=$(python3 duty.py calib tiny)
+echo "solo op ms: long $LONG tiny $TINY" | tee -a "$OUT/cases.jsonl"
+common=(--sample.interval=1s --nvml.process-interval=1s --kubelet.enabled=false --kube.enabled=false --web.enable-debug=true)
+"$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/tessera-default.log" 2>&1 & T1=$!
+"$TESSERA" --web.listen-address=127.0.0.1:9950 "${common[@]}" --probe.socket=$TESSERA_PROBE_SOCKET > "$OUT/tessera-probe.log" 2>&1 & T2=$!
+sleep 2
+opms() { [ "$1" = long ] && echo "$LONG" || echo "$TINY"; }
+run_case() { # name, then pairs of duty kind
+  local name=$1; shift; local start; start=$(python3 -c 'import time;print(time.time()+12)')
+  local pids=() i=0
+  while [ $# -gt 0 ]; do
+    CUDA_INJECTION64_PATH=$PROBE python3 duty.py "$1" "$2" "$start" 32 "/tmp/$name-$i.json" "$(opms "$2")" & pids+=($!)
+    i=$((i+1)); shift 2
+  done
+  python3 watch.py http://127.0.0.1:9949/metrics "$start" 32 "/tmp/$name-watch.json" & local W=$!
+  python3 tessera_watch.py http://127.0.0.1:9949 "$start" 32 "/tmp/$name-default.json" & local D=$!
+  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 32 "/tmp/$name-probe.json" & local P2=$!
+  ( sleep 15; nvidia-smi pmon -s u -d 1 -c 26 > "/tmp/$name-pmon.txt" 2>&1 ) & local P=$!
+  wait "${pids[@]}" $W $D $P2 $P
+  python3 summarize.py "$name" | tee -a "$OUT/cases.jsonl"
+}
+run_case alone-50 0.5 long
+run_case ts-40-40 0.4 long 0.4 long
+run_case ts-60-20 0.6 long 0.2 long
+run_case ts-30tiny-30long 0.3 tiny 0.3 long
+run_case ts-50-idleholder 0.5 long 0 long
+run_case ts-3x20 0.2 long 0.2 long 0.2 long
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if nvidia-cuda-mps-control -d; then
+  run_case mps-40-20 0.4 long 0.2 long
+  run_case mps-3x20 0.2 long 0.2 long 0.2 long
+  run_case mps-30tiny-30long 0.3 tiny 0.3 long
+  echo quit | nvidia-cuda-mps-control; sleep 2
+fi
+kill $T1 $T2; wait $T1 $T2 2>/dev/null
+python3 overhead.py plain | tee -a "$OUT/cases.jsonl"
+CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe-without-tessera | tee -a "$OUT/cases.jsonl"
+python3 -c "import socket,os; s=socket.socket(socket.AF_UNIX); os.path.exists('$TESSERA_PROBE_SOCKET') and os.unlink('$TESSERA_PROBE_SOCKET'); s.bind('$TESSERA_PROBE_SOCKET'); s.listen(8); import time; time.sleep(120)" & L=$!
+sleep 1
+CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe | tee -a "$OUT/cases.jsonl"
+kill $L
+exit 0

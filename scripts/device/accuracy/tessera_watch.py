@@ -1,0 +1,41 @@
+"""Reads one tessera every 1 s over a window: per pid, the published SM share (and how often it
+was withheld), the CUDA probe's busy share, and from /debug/attribution how often tessera would
+have counted the process idle (quiet, or the device idle) or unknown (withheld).
+Usage: tessera_watch.py BASE_URL START_AT DURATION OUT.json"""
+import sys, time, json, re, urllib.request, collections
+base, start_at, dur, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+t_begin, t_end = start_at + 4, start_at + dur - 1
+share, busy = collections.defaultdict(list), collections.defaultdict(list)
+verdict = collections.defaultdict(collections.Counter)
+unattributed, methods, reads = [], collections.Counter(), 0
+while time.time() < t_begin: time.sleep(0.01)
+while time.time() < t_end:
+    t = time.time()
+    try:
+        body = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+        dbg = json.loads(urllib.request.urlopen(base + "/debug/attribution", timeout=5).read())
+    except Exception:
+        time.sleep(1); continue
+    reads += 1
+    for line in body.splitlines():
+        m = re.match(r'(gpu_process_sm_utilization_ratio|gpu_process_busy_ratio|gpu_unattributed_utilization_ratio)\{([^}]*)\} (\S+)', line)
+        if not m: continue
+        name, labels, v = m.groups()
+        pid = re.search(r'pid="(\d+)"', labels)
+        if name == "gpu_process_sm_utilization_ratio": share[pid.group(1)].append(float(v))
+        elif name == "gpu_process_busy_ratio": busy[pid.group(1)].append(float(v))
+        else: unattributed.append(float(v))
+    for g in dbg.get("gpus", []):
+        c = g.get("compute", {})
+        methods[c.get("method")] += 1
+        for pid in c.get("quiet", []): verdict[str(pid)]["idle"] += 1
+        for pid in c.get("candidates", []):
+            verdict[str(pid)]["idle" if c.get("method") == "idle" else "active"] += 1
+    time.sleep(max(0, 1 - (time.time() - t)))
+avg = lambda v: round(sum(v) / len(v), 4) if v else None
+json.dump({"reads": reads,
+           "share": {p: avg(v) for p, v in share.items()},
+           "share_present": {p: len(v) for p, v in share.items()},
+           "busy": {p: avg(v) for p, v in busy.items()},
+           "idle_fraction": {p: round(c["idle"] / max(1, sum(c.values())), 3) for p, c in verdict.items()},
+           "unattributed": avg(unattributed), "methods": dict(methods)}, open(out, "w"), indent=1)
