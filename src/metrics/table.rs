@@ -159,6 +159,8 @@ families! {
     GPU_CONTAINER_SM_UTILIZATION = "gpu_container_sm_utilization_ratio", Gauge, CONTAINER_LABELS, "The container's share of SM time on the device: the sum over its processes (on MIG, the instance's GPM SM activity split among its holders).";
     GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device with no activity, at sample resolution.";
     GPU_CONTAINER_UNALLOCATED_USE = "gpu_container_unallocated_use", Gauge, CONTAINER_LABELS, "1 when the container runs processes on a device it was not allocated (the device plugin was bypassed).";
+    GPU_CONTAINER_MEMORY_LIMIT = "gpu_container_memory_limit_bytes", Gauge, CONTAINER_LABELS, "GPU memory the container may use on the device: a fractional scheduler's grant (HAMi, Volcano vGPU, KAI), its MPS pinned-memory limit, or the device plugin's even MPS split.";
+    GPU_CONTAINER_COMPUTE_LIMIT = "gpu_container_compute_limit_ratio", Gauge, CONTAINER_LABELS, "Share of the device's SMs the container may use: HAMi/Volcano cores, its MPS active-thread percentage, or the device plugin's even MPS split; absent when unlimited.";
     GPU_PROCESS_MEMORY_USED = "gpu_process_memory_used_bytes", Gauge, PROCESS_LABELS, "GPU memory the process holds.";
     GPU_PROCESS_SM_UTILIZATION = "gpu_process_sm_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of SM time in NVML's newest sample for it, read every --nvml.process-interval (absent on MIG and for MPS clients).";
     GPU_PROCESS_MEMORY_UTILIZATION = "gpu_process_memory_utilization_ratio", Gauge, PROCESS_LABELS, "The process's share of memory-controller time in NVML's newest sample for it, read every --nvml.process-interval (absent on MIG and for MPS clients).";

@@ -12,6 +12,7 @@ use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Tar
 use super::cluster::{ClusterView, SharingStrategy};
 use super::device_id::ResourceMatcher;
 use super::identity::CgroupIdentity;
+use super::limits::{self, Limits};
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
 use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
 
@@ -52,6 +53,8 @@ pub struct ContainerUse {
     pub idle_seconds: f64,
     /// Runs processes on a device it was not allocated, while allocations are known.
     pub unallocated_use: bool,
+    /// What it may use of the device (filled by `limits::fill_all` once the GPU is built).
+    pub limits: Limits,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -180,6 +183,10 @@ fn evidence(
             || facts.offered.is_some_and(|n| n > 1),
         declared,
         shared_claim: claims.values().any(|pods| pods.len() > 1),
+        fractional: facts
+            .holdings
+            .iter()
+            .find_map(|h| Some(h.grant.as_ref()?.scheduler.as_str())),
     }
 }
 
@@ -235,6 +242,7 @@ fn containers(
         sm_utilization: None,
         idle_seconds: 0.0,
         unallocated_use: false,
+        limits: Limits::default(),
     };
     for h in facts.holdings {
         rows.entry(h.pod.clone())
@@ -420,6 +428,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             sample: gpu.clone(),
         });
     }
+    limits::fill_all(&mut views, inputs.cluster);
     Snapshot {
         node: inputs.node.to_owned(),
         timestamp_seconds: inputs.timestamp_seconds,
