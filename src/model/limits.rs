@@ -60,6 +60,9 @@ pub fn grant_holdings(
     unresolved
 }
 
+/// A reservation's GPU, its UUID, and the reservation pod's namespace and name.
+type Reserved = (Target, Option<String>, (String, String));
+
 /// KAI: each fraction pod holds its group's reserved GPU; a reservation pod whose group has
 /// fraction pods on this node stops counting as a holder (it is the scheduler's placeholder,
 /// not a tenant), while one without any keeps its holding so it still shows as waste.
@@ -70,8 +73,7 @@ pub fn attach_kai(
     pods: &mut Pods,
 ) {
     let Some(cluster) = cluster else { return };
-    // Group → (reserved GPU, its UUID, the reservation pod's namespace and name).
-    let mut groups: HashMap<&str, (Target, Option<String>, (String, String))> = HashMap::new();
+    let mut groups: HashMap<&str, Reserved> = HashMap::new();
     for p in &cluster.pods {
         let Some(r) = &p.sharing.reservation else {
             continue;

@@ -320,4 +320,26 @@ mod tests {
         assert!(p.metadata.managed_fields.as_ref().is_none_or(Vec::is_empty));
         assert_eq!(p.annotations().len(), 2);
     }
+
+    #[test]
+    fn scheduler_annotations_and_env_survive_slim() {
+        let g = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448";
+        let mut p = pod(
+            json!({"metadata": {"name": "p", "namespace": "ml", "annotations": {
+            fractional::HAMI_ALLOCATED: format!("{g},NVIDIA,3000,30:;"),
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"containers": [{"name": "main", "env": [
+                {"name": fractional::MPS_THREADS_ENV, "value": "40"},
+                {"name": "FROM_REF", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]}}),
+        );
+        slim(&mut p);
+        assert_eq!(p.annotations().len(), 1);
+        let m = PodMeta::from_pod(&p, &[]);
+        assert_eq!(m.sharing.grants.len(), 1);
+        assert_eq!(m.sharing.grants[0].uuid.as_deref(), Some(g));
+        assert_eq!(
+            m.sharing.mps_for("main").and_then(|e| e.thread_ratio),
+            Some(0.4)
+        );
+    }
 }
