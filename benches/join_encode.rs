@@ -281,6 +281,7 @@ impl Inputs {
                     container_id: Some(container_id(i)),
                 }],
                 phase: Some("Running".into()),
+                sharing: Default::default(),
             });
         }
         let allocatable = (0..devices)

@@ -13,7 +13,11 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = ["alerts/tessera-recording.yaml", "alerts/tessera-alerts.yaml"]
+SOURCES = [
+    "alerts/tessera-recording.yaml",
+    "alerts/tessera-alerts.yaml",
+    "alerts/tessera-limits.yaml",
+]
 TARGET = "deploy/overlays/prometheus-operator/prometheusrule.yaml"
 
 HEADER = """\

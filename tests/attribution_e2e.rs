@@ -291,6 +291,7 @@ fn every_sharing_mode_is_attributed_to_pods() {
             )
         })
         .sum();
+    assert_eq!(mem, 7000.0 * 1024.0 * 1024.0);
     // Three tenants run kernels time-sliced: NVML books each sample to one of them, so no
     // per-pod share is published, the whole utilization shows as unattributed, and nobody is
     // counted idle.

@@ -494,6 +494,12 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
     if c.unallocated_use {
         out.push_shared(&table::GPU_CONTAINER_UNALLOCATED_USE, &l, None, 1.0);
     }
+    if let Some(b) = c.limits.memory_bytes {
+        out.push_shared(&table::GPU_CONTAINER_MEMORY_LIMIT, &l, None, b as f64);
+    }
+    if let Some(r) = c.limits.compute_ratio {
+        out.push_shared(&table::GPU_CONTAINER_COMPUTE_LIMIT, &l, None, r);
+    }
 }
 
 fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {

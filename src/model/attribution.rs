@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::allocations::Allocations;
 use super::cluster::{ClusterView, PodMeta};
 use super::device_id::{parse_device_id, DeviceRef, ResourceMatcher};
+use super::fractional::{split_placeholder_id, Grant, VOLCANO_RESOURCE};
 use super::identity::CgroupIdentity;
 use super::GpuSample;
 
@@ -40,6 +41,9 @@ pub struct Holding {
     /// `<namespace>/<name>` of the DRA claim, empty for device-plugin allocations.
     pub claim: String,
     pub replica: bool,
+    /// The fractional scheduler's grant behind this holding, with its limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Grant>,
 }
 
 /// Every way the kubelet names a device, mapped to where it is in the NVML sample.
@@ -200,13 +204,44 @@ pub fn holdings(
     let mut out: BTreeMap<Target, Vec<Holding>> = BTreeMap::new();
     for c in &alloc.containers {
         let meta = cluster.and_then(|v| v.pod_by_name(&c.namespace, &c.pod));
+        // HAMi and Volcano choose the GPU themselves: their annotation, not the kubelet's
+        // placeholder IDs, says which one, once per container.
+        let grants: Vec<&Grant> = meta
+            .map(|m| {
+                m.sharing
+                    .grants_for(&c.container)
+                    .filter(|g| g.uuid.is_some())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut granted = false;
         for r in &c.devices {
-            if resources.classify(&r.resource_name).is_none() {
+            let gpu = resources.classify(&r.resource_name).is_some();
+            if !grants.is_empty() && (gpu || r.resource_name == VOLCANO_RESOURCE) {
+                if !granted {
+                    granted = true;
+                    let pod = pods.get(&c.namespace, &c.pod, &c.container, meta);
+                    stats.unresolved_device_ids += super::limits::grant_holdings(
+                        &mut out,
+                        &grants,
+                        &r.resource_name,
+                        &r.device_ids,
+                        index,
+                        &pod,
+                    );
+                }
+                continue;
+            }
+            if !gpu {
                 continue;
             }
             for raw in &r.device_ids {
                 let id = parse_device_id(raw);
-                let Some(target) = index.resolve(&id.device) else {
+                let placeholder = split_placeholder_id(raw);
+                let resolved = index
+                    .resolve(&id.device)
+                    .or_else(|| index.by_uuid(placeholder?.0));
+                let Some(target) = resolved else {
                     stats.unresolved_device_ids += 1;
                     continue;
                 };
@@ -215,7 +250,8 @@ pub fn holdings(
                     resource: r.resource_name.clone(),
                     device_id: raw.clone(),
                     claim: String::new(),
-                    replica: id.replica.is_some(),
+                    replica: id.replica.is_some() || placeholder.is_some(),
+                    grant: None,
                 });
             }
         }
@@ -235,9 +271,11 @@ pub fn holdings(
                 device_id: d.device.clone(),
                 claim: format!("{}/{}", d.claim_namespace, d.claim_name),
                 replica: d.share_id.is_some(),
+                grant: None,
             });
         }
     }
+    super::limits::attach_kai(&mut out, cluster, index, pods);
     out
 }
 
@@ -253,7 +291,10 @@ pub fn offered(
         if resources.classify(&a.resource_name).is_none() {
             continue;
         }
-        if let Some(t) = index.resolve(&parse_device_id(&a.device_id).device) {
+        let resolved = index
+            .resolve(&parse_device_id(&a.device_id).device)
+            .or_else(|| index.by_uuid(split_placeholder_id(&a.device_id)?.0));
+        if let Some(t) = resolved {
             *out.entry(t).or_default() += 1;
         }
     }

@@ -4,6 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::fractional::PodSharing;
+
 /// What tessera knows about one pod on this node.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PodMeta {
@@ -21,6 +23,8 @@ pub struct PodMeta {
     /// Init, regular, then ephemeral containers, in spec order.
     pub containers: Vec<ContainerMeta>,
     pub phase: Option<String>,
+    /// Fractional-scheduler grants, KAI reservation and MPS limits from annotations and env.
+    pub sharing: PodSharing,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

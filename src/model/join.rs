@@ -15,6 +15,7 @@ use super::compute::{
 };
 use super::device_id::ResourceMatcher;
 use super::identity::CgroupIdentity;
+use super::limits::{self, Limits};
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
 use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
 
@@ -66,6 +67,8 @@ pub struct ContainerUse {
     pub unknown_seconds: f64,
     /// Runs processes on a device it was not allocated, while allocations are known.
     pub unallocated_use: bool,
+    /// What it may use of the device (filled by `limits::fill_all` once the GPU is built).
+    pub limits: Limits,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -201,6 +204,10 @@ fn evidence(
             || facts.offered.is_some_and(|n| n > 1),
         declared,
         shared_claim: claims.values().any(|pods| pods.len() > 1),
+        fractional: facts
+            .holdings
+            .iter()
+            .find_map(|h| Some(h.grant.as_ref()?.scheduler.as_str())),
     }
 }
 
@@ -269,6 +276,7 @@ fn containers(
             idle_seconds: 0.0,
             unknown_seconds: 0.0,
             unallocated_use: false,
+            limits: Limits::default(),
         };
         (row, Vec::new())
     };
@@ -553,6 +561,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             sample: gpu.clone(),
         });
     }
+    limits::fill_all(&mut views, inputs.cluster);
     Snapshot {
         node: inputs.node.to_owned(),
         timestamp_seconds: inputs.timestamp_seconds,

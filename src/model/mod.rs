@@ -6,8 +6,10 @@ pub mod attribution;
 pub mod cluster;
 pub mod compute;
 pub mod device_id;
+pub mod fractional;
 pub mod identity;
 pub mod join;
+pub mod limits;
 pub mod sharing;
 
 use std::collections::BTreeMap;

@@ -16,6 +16,8 @@ pub enum SharingMode {
     MigMps,
     Unallocated,
     Vgpu,
+    /// A fractional scheduler (HAMi, Volcano vGPU, KAI) hands out shares of the GPU.
+    Fractional,
 }
 
 impl SharingMode {
@@ -29,6 +31,7 @@ impl SharingMode {
             SharingMode::MigMps => "mig+mps",
             SharingMode::Unallocated => "unallocated",
             SharingMode::Vgpu => "vgpu",
+            SharingMode::Fractional => "fractional",
         }
     }
 }
@@ -63,6 +66,8 @@ pub struct SharingEvidence {
     pub declared: Option<DeclaredStrategy>,
     /// A DRA claim for this device is shared by several pods.
     pub shared_claim: bool,
+    /// The fractional scheduler whose grants name this device (`hami`, `volcano-vgpu`, `kai`).
+    pub fractional: Option<&'static str>,
 }
 
 /// The mode and the reasons for it, in the order they were decided (first match wins).
@@ -72,6 +77,14 @@ pub fn decide(e: &SharingEvidence) -> (SharingMode, Vec<&'static str>) {
     }
     if e.mig_enabled_gpu {
         return (SharingMode::Mig, vec!["MIG mode is enabled on the GPU"]);
+    }
+    if let (false, Some(scheduler)) = (e.mig_instance, e.fractional) {
+        let why = match scheduler {
+            "hami" => "HAMi's annotation grants containers a share of the device",
+            "volcano-vgpu" => "Volcano's vGPU annotation grants containers a share of the device",
+            _ => "KAI's fraction pods share the device its reservation pod holds",
+        };
+        return (SharingMode::Fractional, vec![why]);
     }
     let mut why = Vec::new();
     let mps = if e.mps_server || e.mps_clients > 0 {
@@ -198,6 +211,28 @@ mod tests {
                 ..base.clone()
             }),
             SharingMode::Exclusive
+        );
+        // A scheduler's grant says more than the replica IDs it also produces.
+        assert_eq!(
+            decide(&SharingEvidence {
+                holders: 2,
+                replica_ids: true,
+                fractional: Some("hami"),
+                ..base.clone()
+            }),
+            (
+                SharingMode::Fractional,
+                vec!["HAMi's annotation grants containers a share of the device"]
+            )
+        );
+        assert_eq!(
+            mode(SharingEvidence {
+                holders: 1,
+                mig_instance: true,
+                fractional: Some("kai"),
+                ..base.clone()
+            }),
+            SharingMode::Mig
         );
     }
 

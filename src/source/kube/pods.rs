@@ -11,6 +11,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 use crate::model::cluster::{normalize_uid, strip_scheme, ContainerMeta, PodMeta};
+use crate::model::fractional::{self, PodParts, PodSharing};
 
 /// Annotation carrying a static pod's config hash, which is the pod UID in its cgroup path.
 pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
@@ -50,7 +51,12 @@ impl PodWatch {
 fn slim(pod: &mut Pod) {
     pod.managed_fields_mut().clear();
     if let Some(ann) = pod.metadata.annotations.as_mut() {
-        ann.retain(|k, _| k == CONFIG_HASH_ANNOTATION || k == CONFIG_MIRROR_ANNOTATION);
+        ann.retain(|k, _| {
+            k == CONFIG_HASH_ANNOTATION
+                || k == CONFIG_MIRROR_ANNOTATION
+                || k == fractional::KAI_RESERVED_GPU
+                || fractional::ANNOTATIONS.contains(&k.as_str())
+        });
     }
 }
 
@@ -81,8 +87,39 @@ impl PodMeta {
             config_hash,
             containers: containers(pod),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
+            sharing: sharing(pod),
         }
     }
+}
+
+/// The fractional-scheduler and MPS facts of the pod; only literal env values are seen.
+fn sharing(pod: &Pod) -> PodSharing {
+    let spec = pod.spec.as_ref();
+    let init = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[]);
+    let regular = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
+    let env = init
+        .iter()
+        .chain(regular)
+        .map(|c| {
+            let vars = c
+                .env
+                .iter()
+                .flatten()
+                .filter_map(|e| Some((e.name.as_str(), e.value.as_deref()?)))
+                .collect();
+            (c.name.as_str(), vars)
+        })
+        .collect();
+    PodSharing::from_parts(&PodParts {
+        namespace: pod.metadata.namespace.as_deref().unwrap_or_default(),
+        annotations: pod.metadata.annotations.as_ref(),
+        labels: pod.metadata.labels.as_ref(),
+        init_containers: init.iter().map(|c| c.name.as_str()).collect(),
+        containers: regular.iter().map(|c| c.name.as_str()).collect(),
+        env,
+    })
 }
 
 /// The controlling workload. A ReplicaSet whose name is `<deployment>-<pod-template-hash>`
@@ -282,5 +319,27 @@ mod tests {
         slim(&mut p);
         assert!(p.metadata.managed_fields.as_ref().is_none_or(Vec::is_empty));
         assert_eq!(p.annotations().len(), 2);
+    }
+
+    #[test]
+    fn scheduler_annotations_and_env_survive_slim() {
+        let g = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448";
+        let mut p = pod(
+            json!({"metadata": {"name": "p", "namespace": "ml", "annotations": {
+            fractional::HAMI_ALLOCATED: format!("{g},NVIDIA,3000,30:;"),
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"containers": [{"name": "main", "env": [
+                {"name": fractional::MPS_THREADS_ENV, "value": "40"},
+                {"name": "FROM_REF", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]}}),
+        );
+        slim(&mut p);
+        assert_eq!(p.annotations().len(), 1);
+        let m = PodMeta::from_pod(&p, &[]);
+        assert_eq!(m.sharing.grants.len(), 1);
+        assert_eq!(m.sharing.grants[0].uuid.as_deref(), Some(g));
+        assert_eq!(
+            m.sharing.mps_for("main").and_then(|e| e.thread_ratio),
+            Some(0.4)
+        );
     }
 }

@@ -1,0 +1,261 @@
+//! Per-container GPU limits, and the holdings fractional schedulers create: HAMi's and
+//! Volcano's annotations replace the kubelet's placeholder device IDs, and KAI's fraction pods
+//! take over their reservation pod's GPU. Pure.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::attribution::{DeviceIndex, Holding, Pods, Target};
+use super::cluster::ClusterView;
+use super::fractional::{Grant, Scheduler};
+use super::join::{ContainerUse, GpuView};
+use super::sharing::SharingMode;
+
+/// What a container may use of one device, and who says so.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Limits {
+    pub memory_bytes: Option<u64>,
+    pub compute_ratio: Option<f64>,
+    /// `hami`, `volcano-vgpu`, `kai`, `mps-env` (the container's own variables) or
+    /// `mps-device-plugin` (replicas split the device evenly).
+    pub source: Option<&'static str>,
+}
+
+/// Holdings for a container's grants, in place of the kubelet's IDs of `resource`; raw IDs
+/// are kept as `device_id` where they pair up one to one.
+pub fn grant_holdings(
+    out: &mut BTreeMap<Target, Vec<Holding>>,
+    grants: &[&Grant],
+    resource: &str,
+    raw_ids: &[String],
+    index: &DeviceIndex,
+    pod: &Arc<super::attribution::PodRef>,
+) -> usize {
+    let mut unresolved = 0;
+    let paired = raw_ids.len() == grants.len();
+    for (i, g) in grants.iter().enumerate() {
+        let Some(uuid) = g.uuid.as_deref() else {
+            continue;
+        };
+        let Some(target) = index.by_uuid(uuid) else {
+            unresolved += 1;
+            continue;
+        };
+        let device_id = if paired {
+            raw_ids[i].clone()
+        } else {
+            uuid.to_owned()
+        };
+        out.entry(target).or_default().push(Holding {
+            pod: pod.clone(),
+            resource: resource.to_owned(),
+            device_id,
+            claim: String::new(),
+            replica: true,
+            grant: Some((*g).clone()),
+        });
+    }
+    unresolved
+}
+
+/// A reservation's GPU, its UUID, and the reservation pod's namespace and name.
+type Reserved = (Target, Option<String>, (String, String));
+
+/// KAI: each fraction pod holds its group's reserved GPU; a reservation pod whose group has
+/// fraction pods on this node stops counting as a holder (it is the scheduler's placeholder,
+/// not a tenant), while one without any keeps its holding so it still shows as waste.
+pub fn attach_kai(
+    out: &mut BTreeMap<Target, Vec<Holding>>,
+    cluster: Option<&ClusterView>,
+    index: &DeviceIndex,
+    pods: &mut Pods,
+) {
+    let Some(cluster) = cluster else { return };
+    let mut groups: HashMap<&str, Reserved> = HashMap::new();
+    for p in &cluster.pods {
+        let Some(r) = &p.sharing.reservation else {
+            continue;
+        };
+        let from_kubelet = || {
+            out.iter().find_map(|(t, hs)| {
+                let h = hs
+                    .iter()
+                    .find(|h| h.pod.namespace == p.namespace && h.pod.pod == p.name)?;
+                Some((*t, h.device_id.split("::").next().map(str::to_owned)))
+            })
+        };
+        let target = r
+            .uuid
+            .as_deref()
+            .and_then(|u| Some((index.by_uuid(u)?, Some(u.to_owned()))))
+            .or_else(from_kubelet);
+        if let Some((t, uuid)) = target {
+            groups.insert(&r.group, (t, uuid, (p.namespace.clone(), p.name.clone())));
+        }
+    }
+    let mut used: Vec<(Target, (String, String))> = Vec::new();
+    for p in &cluster.pods {
+        let kai = p
+            .sharing
+            .grants
+            .iter()
+            .filter(|g| g.scheduler == Scheduler::Kai);
+        for (group, grant) in p.sharing.kai_groups.iter().zip(kai) {
+            let Some((target, uuid, reservation)) = groups.get(group.as_str()) else {
+                continue;
+            };
+            let mut g = grant.clone();
+            g.uuid = uuid.clone();
+            out.entry(*target).or_default().push(Holding {
+                pod: pods.get(&p.namespace, &p.name, &grant.container, Some(p)),
+                resource: super::fractional::KAI_FRACTION.to_owned(),
+                device_id: uuid.clone().unwrap_or_default(),
+                claim: String::new(),
+                replica: true,
+                grant: Some(g),
+            });
+            used.push((*target, reservation.clone()));
+        }
+    }
+    for (target, (ns, name)) in used {
+        if let Some(hs) = out.get_mut(&target) {
+            hs.retain(|h| !(h.pod.namespace == ns && h.pod.pod == name && h.grant.is_none()));
+        }
+    }
+}
+
+/// Each container's limits on each device of one GPU: a scheduler's grant first, then the
+/// container's own MPS variables, then the device plugin's even MPS split.
+pub fn fill(gpu: &mut GpuView, cluster: Option<&ClusterView>, ordinals: &Ordinals) {
+    let gpu_total = gpu.sample.memory.map(|m| m.total);
+    for row in &mut gpu.containers {
+        if row.allocations.is_empty() {
+            continue;
+        }
+        let (total, replicas) = match &row.mig_uuid {
+            Some(m) => match gpu.mig.iter().find(|v| &v.uuid == m) {
+                Some(v) => (v.sample.memory.map(|m| m.total), v.replicas),
+                None => (None, 0),
+            },
+            None => (gpu_total, gpu.replicas),
+        };
+        row.limits = limits_of(row, total, replicas, cluster, ordinals, &gpu.uuid);
+    }
+}
+
+fn limits_of(
+    row: &ContainerUse,
+    total: Option<u64>,
+    replicas: u32,
+    cluster: Option<&ClusterView>,
+    ordinals: &Ordinals,
+    gpu_uuid: &str,
+) -> Limits {
+    let grants: Vec<&Grant> = row
+        .allocations
+        .iter()
+        .filter_map(|h| h.grant.as_ref())
+        .collect();
+    if let Some(first) = grants.first() {
+        let memory = grants
+            .iter()
+            .map(|g| {
+                g.memory_bytes
+                    .or_else(|| Some((g.memory_fraction? * total? as f64) as u64))
+            })
+            .sum::<Option<u64>>();
+        let compute = grants
+            .iter()
+            .map(|g| g.compute_ratio)
+            .sum::<Option<f64>>()
+            .map(|c| c.min(1.0));
+        return Limits {
+            memory_bytes: memory,
+            compute_ratio: compute,
+            source: Some(first.scheduler.as_str()),
+        };
+    }
+    let mps_mode = matches!(row.sharing_mode, SharingMode::Mps | SharingMode::MigMps);
+    let plugin = row.allocations.iter().any(|h| h.claim.is_empty());
+    let env = cluster
+        .and_then(|c| c.pod_by_name(&row.pod.namespace, &row.pod.pod))
+        .and_then(|p| p.sharing.mps_for(&row.pod.container));
+    let mut limits = Limits::default();
+    if mps_mode && plugin && replicas > 0 {
+        limits = Limits {
+            memory_bytes: total.map(|t| t / u64::from(replicas)),
+            compute_ratio: Some(1.0 / f64::from(replicas)),
+            source: Some("mps-device-plugin"),
+        };
+    }
+    if let Some(env) = env.filter(|_| mps_mode) {
+        let ordinal = ordinals.of(&row.pod, gpu_uuid, row.mig_uuid.as_deref());
+        let memory = env
+            .pinned_memory
+            .iter()
+            .find(|(o, _)| *o == Some(ordinal))
+            .or_else(|| env.pinned_memory.iter().find(|(o, _)| o.is_none()))
+            .map(|(_, b)| *b);
+        if memory.is_some() || env.thread_ratio.is_some() {
+            limits = Limits {
+                memory_bytes: memory.or(limits.memory_bytes),
+                compute_ratio: env.thread_ratio.or(limits.compute_ratio),
+                source: Some("mps-env"),
+            };
+        }
+    }
+    limits
+}
+
+type DeviceKey = (String, Option<String>);
+
+/// The CUDA ordinal of each of a container's devices: its devices in NVML index order, which
+/// is CUDA's order under `CUDA_DEVICE_ORDER=PCI_BUS_ID` and, for one device, always right.
+#[derive(Debug, Default)]
+pub struct Ordinals {
+    by_container: HashMap<(String, String, String), Vec<DeviceKey>>,
+}
+
+impl Ordinals {
+    pub fn new(gpus: &[GpuView]) -> Self {
+        let mut by_container: HashMap<(String, String, String), Vec<DeviceKey>> = HashMap::new();
+        for g in gpus {
+            for c in g.containers.iter().filter(|c| !c.allocations.is_empty()) {
+                by_container
+                    .entry((
+                        c.pod.namespace.clone(),
+                        c.pod.pod.clone(),
+                        c.pod.container.clone(),
+                    ))
+                    .or_default()
+                    .push((g.uuid.clone(), c.mig_uuid.clone()));
+            }
+        }
+        Self { by_container }
+    }
+
+    fn of(&self, pod: &super::attribution::PodRef, gpu: &str, mig: Option<&str>) -> u32 {
+        self.by_container
+            .get(&(
+                pod.namespace.clone(),
+                pod.pod.clone(),
+                pod.container.clone(),
+            ))
+            .and_then(|v| v.iter().position(|(g, m)| g == gpu && m.as_deref() == mig))
+            .map_or(0, |p| p as u32)
+    }
+}
+
+/// Fills every container's limits once the snapshot's GPUs are built.
+pub fn fill_all(gpus: &mut [GpuView], cluster: Option<&ClusterView>) {
+    let ordinals = Ordinals::new(gpus);
+    for g in gpus {
+        fill(g, cluster, &ordinals);
+    }
+}
+
+#[cfg(test)]
+#[path = "limits_tests.rs"]
+mod tests;
