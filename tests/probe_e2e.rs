@@ -1,0 +1,122 @@
+//! The CUDA probe's feed, end to end: real processes connect to tessera's probe socket (the
+//! kernel names them), the fake NVML lists them time-sliced on one GPU, and tessera turns
+//! their reported kernel time into shares scaled to the GPU's measured busy time. Without
+//! the socket the same node shows the honest default: shares withheld, nobody idle.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use support::{value, Exporter};
+
+/// A process that reports `busy` seconds of kernel time per second, as the probe would.
+fn fake_probe_client(socket: &std::path::Path, busy: f64) -> Child {
+    let script = r#"
+import socket, struct, sys, time
+path, rate = sys.argv[1], float(sys.argv[2])
+t0 = time.time(); kernels = 0
+while True:
+    try:
+        s = socket.socket(socket.AF_UNIX); s.connect(path); break
+    except OSError:
+        time.sleep(0.05)
+while True:
+    kernels += 10
+    busy_ns = int((time.time() - t0) * rate * 1e9)
+    s.sendall(b"TSP1" + struct.pack("<IQQII", 1, busy_ns, kernels, 0, 0))
+    time.sleep(0.2)
+"#;
+    Command::new("python3")
+        .args(["-c", script])
+        .arg(socket)
+        .arg(busy.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs the fake probe client")
+}
+
+struct Clients(Vec<Child>);
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn scenario(dir: &std::path::Path, pids: &[u32]) -> std::path::PathBuf {
+    let yaml = format!(
+        "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: 80 }}\n    processes:\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 60 }}\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 20 }}\n",
+        pids[0], pids[1]
+    );
+    let path = dir.join("probe.yaml");
+    std::fs::write(&path, yaml).expect("scenario");
+    path
+}
+
+fn process_value(m: &str, family: &str, pid: u32) -> Option<f64> {
+    value(m, &format!("{family}{{")).and(
+        m.lines()
+            .find(|l| l.starts_with(family) && l.contains(&format!("pid=\"{pid}\"")))
+            .and_then(|l| l.rsplit_once(' ')?.1.parse().ok()),
+    )
+}
+
+#[test]
+fn probe_spans_become_shares_scaled_to_the_devices_busy_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    // Spans of two time-sliced tenants include each other's slices: 0.9 + 0.3 against a
+    // device busy 80 % of the time.
+    let clients = Clients(vec![
+        fake_probe_client(&socket, 0.9),
+        fake_probe_client(&socket, 0.3),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario(dir.path(), &pids);
+
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .start();
+    e.wait_until("probe shares", |e| {
+        let m = e.metrics();
+        process_value(&m, "gpu_process_busy_ratio", pids[0]).is_some()
+            && process_value(&m, "gpu_process_busy_ratio", pids[1]).is_some()
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let m = e.metrics();
+    let a = process_value(&m, "gpu_process_busy_ratio", pids[0]).unwrap_or(-1.0);
+    let b = process_value(&m, "gpu_process_busy_ratio", pids[1]).unwrap_or(-1.0);
+    assert!(
+        (a - 0.6).abs() < 0.05 && (b - 0.2).abs() < 0.05,
+        "{a} {b}\n{m}"
+    );
+    assert_eq!(
+        process_value(&m, "gpu_process_sm_utilization_ratio", pids[0]),
+        Some(a),
+        "the published share is the probe's"
+    );
+    assert!(m.contains(r#"method="probe"} 1"#), "{m}");
+    assert!(process_value(&m, "gpu_process_kernels_total", pids[0]).unwrap_or(0.0) > 0.0);
+    e.stop();
+
+    // The same node without the probe socket: NVML books everything to one process, so both
+    // shares are withheld and the device's 80 % is unattributed.
+    let e = Exporter::builder(&path).start();
+    let m = e.wait_for_series("gpu_unattributed_utilization_ratio{");
+    assert_eq!(
+        process_value(&m, "gpu_process_sm_utilization_ratio", pids[0]),
+        None
+    );
+    assert_eq!(
+        process_value(&m, "gpu_process_sm_utilization_ratio", pids[1]),
+        None
+    );
+    assert_eq!(value(&m, "gpu_unattributed_utilization_ratio{"), Some(0.8));
+    assert!(m.contains(r#"method="withheld"} 1"#), "{m}");
+    e.stop();
+    drop(clients);
+}
