@@ -9,7 +9,7 @@ set -u
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-CUPTI=$(find / -name 'libcupti.so*' -not -path '*/proc/*' 2>/dev/null | sort | tail -1)
+CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
 echo "cupti: $CUPTI" | tee "$OUT/cases.jsonl"
 export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/tessera-probe.sock
 LONG=$(python3 duty.py calib long); TINY=$(python3 duty.py calib tiny)
@@ -23,13 +23,13 @@ run_case() { # name, then pairs of duty kind
   local name=$1; shift; local start; start=$(python3 -c 'import time;print(time.time()+12)')
   local pids=() i=0
   while [ $# -gt 0 ]; do
-    CUDA_INJECTION64_PATH=$PROBE python3 duty.py "$1" "$2" "$start" 32 "/tmp/$name-$i.json" "$(opms "$2")" & pids+=($!)
+    CUDA_INJECTION64_PATH=$PROBE python3 duty.py "$1" "$2" "$start" 24 "/tmp/$name-$i.json" "$(opms "$2")" & pids+=($!)
     i=$((i+1)); shift 2
   done
-  python3 watch.py http://127.0.0.1:9949/metrics "$start" 32 "/tmp/$name-watch.json" & local W=$!
-  python3 tessera_watch.py http://127.0.0.1:9949 "$start" 32 "/tmp/$name-default.json" & local D=$!
-  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 32 "/tmp/$name-probe.json" & local P2=$!
-  ( sleep 15; nvidia-smi pmon -s u -d 1 -c 26 > "/tmp/$name-pmon.txt" 2>&1 ) & local P=$!
+  python3 watch.py http://127.0.0.1:9949/metrics "$start" 24 "/tmp/$name-watch.json" & local W=$!
+  python3 tessera_watch.py http://127.0.0.1:9949 "$start" 24 "/tmp/$name-default.json" & local D=$!
+  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 "/tmp/$name-probe.json" & local P2=$!
+  ( sleep 14; nvidia-smi pmon -s u -d 1 -c 18 > "/tmp/$name-pmon.txt" 2>&1 ) & local P=$!
   wait "${pids[@]}" $W $D $P2 $P
   python3 summarize.py "$name" | tee -a "$OUT/cases.jsonl"
 }
