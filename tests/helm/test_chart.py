@@ -161,6 +161,9 @@ def check_crds(c, objs, root, tag):
         c.check(all(pod_labels.get(k) == v for k, v in sel.items()), f"{tag}: {kind} selector matches the pods")
         c.check(any(r.get("action") == "labeldrop" for r in ep.get("relabelings", [])),
                 f"{tag}: {kind} drops the exporter pod's namespace/pod/container")
+        c.check(any(r.get("targetLabel") == "node" and r.get("sourceLabels") == ["__meta_kubernetes_pod_node_name"]
+                    for r in ep.get("relabelings", [])),
+                f"{tag}: {kind} puts `node` on up (deploy/alertmanager's exporter-down inhibition needs it)")
     if sm is not None:
         c.check(sm["metadata"]["labels"].get("release") == "kube-prometheus-stack", f"{tag}: ServiceMonitor extra labels")
         c.check(any(r.get("targetLabel") == "cluster" for r in sm["spec"]["endpoints"][0]["relabelings"]),

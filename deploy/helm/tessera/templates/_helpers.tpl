@@ -56,6 +56,10 @@ honorLabels: true
 relabelings:
   - sourceLabels: [__meta_kubernetes_pod_node_name]
     targetLabel: instance
+  # `node` on the exporter's own series (up, scrape_*), so Alertmanager can tie
+  # TesseraExporterDown to that node's GPU alerts (deploy/alertmanager/).
+  - sourceLabels: [__meta_kubernetes_pod_node_name]
+    targetLabel: node
   - action: labeldrop
     regex: (namespace|pod|container)
 {{- with .relabelings }}
