@@ -3,6 +3,7 @@
 #
 #   scripts/image.sh                       # -> target/image/tessera-<version>.oci.tar
 #   scripts/image.sh --push docker://registry.example.com/tessera:0.1.0
+#   scripts/image.sh --run-demo            # then run it: --demo on http://127.0.0.1:9949/metrics
 #
 # The image holds the release binary, exactly the shared libraries `ldd` lists for it and for the
 # fake NVML library (glibc, libgcc_s, libm, the loader), the CA roots (kube's client trusts them
@@ -21,10 +22,12 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${IMAGE_OUT:-$ROOT/target/image}
 push=""
+run_demo=0
 while (($#)); do
   case $1 in
     --push) push=${2:?--push needs a destination such as docker://host/tessera:TAG}; shift 2 ;;
-    *) echo "usage: scripts/image.sh [--push DEST]" >&2; exit 2 ;;
+    --run-demo) run_demo=1; shift ;;
+    *) echo "usage: scripts/image.sh [--push DEST] [--run-demo]" >&2; exit 2 ;;
   esac
 done
 for tool in buildah ldd python3; do
@@ -116,3 +119,15 @@ size=$(du -sb --apparent-size "$fs" | cut -f1)
 cp "$work/libs.txt" "$OUT/tessera-$version.libs.txt"
 echo "image tessera:$version -> $archive"
 echo "size: $((size / 1024)) KiB uncompressed root filesystem ($(du -b "$archive" | cut -f1 | awk '{printf "%d KiB", $1/1024}') OCI archive); libraries: $(tr '\n' ' ' <"$work/libs.txt")"
+
+if ((run_demo)); then
+  command -v podman >/dev/null || { echo "image.sh: --run-demo needs podman" >&2; exit 1; }
+  # A storage of its own under target/, so a host podman set up for overlay is not disturbed.
+  pm=(podman --root "$OUT/storage" --runroot "$OUT/run" --storage-driver vfs --runtime runc)
+  "${pm[@]}" load -q -i "$archive" >/dev/null
+  "${pm[@]}" tag "$("${pm[@]}" images -q | head -n 1)" "$tag"
+  port=${PORT:-9949}
+  echo "tessera --demo in a container: http://127.0.0.1:$port/metrics (Ctrl-C stops it)"
+  exec "${pm[@]}" run --rm --read-only --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+    -p "127.0.0.1:$port:9949" "$tag" --demo
+fi

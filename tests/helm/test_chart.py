@@ -280,6 +280,12 @@ def main():
         except helm.HelmError as e:
             c.ok(f"values rejected: {tag} ({str(e).splitlines()[0][:120]})")
 
+    tpl = subprocess.run([sys.executable, os.path.join(a.root, "scripts/helm-template.py"), "--set",
+                          "dra.enabled=true,prometheusRule.enabled=true"], capture_output=True, text=True, timeout=60)
+    kinds = re.findall(r"^kind: (\w+)", tpl.stdout, re.M)
+    c.check(tpl.returncode == 0 and "DaemonSet" in kinds and "PrometheusRule" in kinds and "kubectl" in tpl.stderr,
+            f"scripts/helm-template.py --set ... renders {len(kinds)} objects (+ NOTES on stderr)")
+
     if a.help_text:
         with open(a.help_text, encoding="utf-8") as f:
             text = f.read()
