@@ -27,6 +27,7 @@ import argparse
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -136,6 +137,31 @@ def run(a, c, tmp, procs):
     shipped = os.path.join(a.root, "deploy/alertmanager/alertmanager.yml")
     chk = subprocess.run(["amtool", "check-config", shipped], capture_output=True, text=True, timeout=30)
     c.check(chk.returncode == 0, "amtool check-config deploy/alertmanager/alertmanager.yml")
+
+    # The exporter-down inhibition names the waste and overload alerts by name: it must cover
+    # every alert of those groups, and name no alert that does not exist.
+    with open(shipped, encoding="utf-8") as f:
+        inhibit = yaml.safe_load(f)["inhibit_rules"]
+    with open(os.path.join(a.root, "alerts/tessera-alerts.yaml"), encoding="utf-8") as f:
+        groups = yaml.safe_load(f)["groups"]
+    names = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
+    data_alerts = {r["alert"] for g in groups if g["name"] in ("tessera.waste", "tessera.overload")
+                   for r in g["rules"] if "alert" in r}
+    for rule in inhibit:
+        for m in rule["source_matchers"] + rule["target_matchers"]:
+            label, op, value = re.match(r'(\w+)\s*(=~|!~|!=|=)\s*"(.*)"$', m).groups()
+            if label != "alertname":
+                continue
+            pattern = re.compile(f"^(?:{value})$")
+            matched = {n for n in names if pattern.match(n)}
+            # Each alternative must name (or, as a pattern, match) an alert that exists.
+            dangling = [alt for alt in value.split("|") if not any(re.match(f"^(?:{alt})$", n) for n in names)]
+            c.check(matched and not dangling, f"inhibition matcher {m[:60]}... names existing alerts "
+                    f"({len(matched)})" + (f", not {dangling}" if dangling else ""))
+            if m in rule["target_matchers"]:
+                missing = sorted(data_alerts - matched)
+                c.check(not missing, f"exporter-down inhibition covers every waste/overload alert"
+                        + (f" (missing {missing})" if missing else f" ({len(data_alerts)})"))
 
     body = exposition()
 
