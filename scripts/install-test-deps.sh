@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the Rust toolchain, when it is missing:
-# Debian's prometheus (prometheus + promtool), curl and wrk, and kubernetes-validate from PyPI.
+# Debian's prometheus (prometheus + promtool), curl and wrk, and kubernetes-validate from PyPI;
+# buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -15,6 +16,18 @@ $sudo_cmd systemctl stop prometheus 2>/dev/null || true
 if ! command -v kubernetes-validate >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; then
   python3 -m pip install -q -r tests/prometheus/requirements.txt
 fi
+# --- install on a cluster (issue 11): image build/run, Alertmanager, Helm rendering
+if ! command -v buildah >/dev/null || ! command -v podman >/dev/null || ! command -v runc >/dev/null \
+  || ! command -v prometheus-alertmanager >/dev/null || ! command -v amtool >/dev/null; then
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q buildah podman runc prometheus-alertmanager
+fi
+# Debian's prometheus-alertmanager starts a system service; the tests run their own.
+$sudo_cmd systemctl stop prometheus-alertmanager 2>/dev/null || true
+if ! python3 -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; then
+  python3 -m pip install -q -r tests/helm/requirements.txt
+fi
+# ---
 if ! command -v kubectl >/dev/null; then
   echo "kubectl (with kustomize) is required for the manifest tests" >&2
   exit 1

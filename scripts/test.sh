@@ -4,13 +4,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-test-deps.sh
+# Logs of this run; kept (and named at the end) so a failure can be read afterwards.
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/tessera-test.XXXXXX")
+echo "== logs in $LOGS"
 echo "== cargo fmt"; cargo fmt --all -- --check
 echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo test"; cargo test --workspace 2>&1 | tee /tmp/tessera-cargo-test.log
+echo "== cargo test"; cargo test --workspace 2>&1 | tee "$LOGS/cargo-test.log"
 echo "== release build for the Prometheus tests"; cargo build --release -p tessera
 echo "== rules, dashboards and manifests against a real Prometheus"
 TESSERA_BIN=target/release/tessera scripts/test-prometheus.sh
-echo "== load: 200 concurrent scrapers for 60 s, zero errors"
-TESSERA_BIN=target/release/tessera scripts/load.sh | tail -4
+# --- install on a cluster (issue 11): Helm chart, container image, alerts through Alertmanager
+echo "== Helm chart: render, lint, validate, agree with deploy/base"
+TESSERA_BIN=target/release/tessera scripts/test-helm.sh 2>&1 | tee "$LOGS/helm.log" | grep -Ev '^ok ' || true
+grep -qE '^test_chart: [0-9]+ passed, 0 failed$' "$LOGS/helm.log"
+echo "== alerts through a real Alertmanager to a webhook receiver"
+scripts/test-alertmanager.sh 2>&1 | tee "$LOGS/alertmanager.log" | grep -Ev '^ok ' || true
+grep -qE '^test_alertmanager: [0-9]+ passed, 0 failed$' "$LOGS/alertmanager.log"
+echo "== container image: build from scratch (buildah), run with podman"
+scripts/test-image.sh 2>&1 | tee "$LOGS/image.log"
+# ---
+echo "== load: 200 concurrent scrapers for 60 s, zero errors (wrk's latency table)"
+TESSERA_BIN=target/release/tessera scripts/load.sh 2>&1 | tee "$LOGS/load.log" | sed -n '/Thread Stats/,$p'
+grep -q '^1 passed, 0 failed$' "$LOGS/load.log"
 echo "== soak: 100,000 sample cycles with process churn, RSS and fds flat"
 TESSERA_BIN=target/release/tessera scripts/soak.sh
+echo "== all passed (logs in $LOGS)"

@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 /// Default port: free of dcgm-exporter (9400) and nvidia_gpu_exporter (9835).
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:9949";
@@ -24,8 +25,11 @@ pub struct Cli {
     #[arg(long = "config.file", env = "TESSERA_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
     /// Serve a built-in 8-GPU H100 node (fake NVML, kubelet and pods) instead of real GPUs.
-    #[arg(long, env = "TESSERA_DEMO")]
-    pub demo: bool,
+    #[arg(long = "demo", env = "TESSERA_DEMO", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_demo")]
+    pub demo: Option<String>,
+    #[arg(long = "no-demo", hide = true, overrides_with = "demo")]
+    pub no_demo: bool,
     /// Print docs/metrics.md (generated from the metric table) and exit.
     #[arg(long = "print-metrics-doc", hide = true)]
     pub print_metrics_doc: bool,
@@ -36,8 +40,15 @@ pub struct Cli {
     #[arg(long = "web.config.file", env = "TESSERA_WEB_CONFIG_FILE")]
     pub web_config_file: Option<String>,
     /// Serve /debug/attribution [default: false].
-    #[arg(long = "web.enable-debug", env = "TESSERA_WEB_ENABLE_DEBUG")]
+    #[arg(long = "web.enable-debug", env = "TESSERA_WEB_ENABLE_DEBUG", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_enable_debug")]
     pub enable_debug: Option<String>,
+    #[arg(
+        long = "no-web.enable-debug",
+        hide = true,
+        overrides_with = "enable_debug"
+    )]
+    pub no_enable_debug: bool,
     /// How often to sample NVML and rebuild the snapshot [default: 1s].
     #[arg(long = "sample.interval", env = "TESSERA_SAMPLE_INTERVAL")]
     pub sample_interval: Option<String>,
@@ -58,11 +69,21 @@ pub struct Cli {
     #[arg(long = "path.procfs", env = "TESSERA_PATH_PROCFS")]
     pub procfs: Option<String>,
     /// Per-process series [default: true].
-    #[arg(long = "collect.processes", env = "TESSERA_COLLECT_PROCESSES")]
+    #[arg(long = "collect.processes", env = "TESSERA_COLLECT_PROCESSES", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_collect_processes")]
     pub collect_processes: Option<String>,
+    #[arg(
+        long = "no-collect.processes",
+        hide = true,
+        overrides_with = "collect_processes"
+    )]
+    pub no_collect_processes: bool,
     /// Per-MIG-instance series [default: true].
-    #[arg(long = "collect.mig", env = "TESSERA_COLLECT_MIG")]
+    #[arg(long = "collect.mig", env = "TESSERA_COLLECT_MIG", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_collect_mig")]
     pub collect_mig: Option<String>,
+    #[arg(long = "no-collect.mig", hide = true, overrides_with = "collect_mig")]
+    pub no_collect_mig: bool,
     /// Longest label value kept; longer ones are cut and counted [default: 256].
     #[arg(
         long = "metrics.max-label-value-length",
@@ -76,8 +97,15 @@ pub struct Cli {
     #[arg(long = "kube.node-name", env = "TESSERA_KUBE_NODE_NAME")]
     pub node_name: Option<String>,
     /// Read allocations from the kubelet's pod-resources API [default: true].
-    #[arg(long = "kubelet.enabled", env = "TESSERA_KUBELET_ENABLED")]
+    #[arg(long = "kubelet.enabled", env = "TESSERA_KUBELET_ENABLED", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_kubelet_enabled")]
     pub kubelet_enabled: Option<String>,
+    #[arg(
+        long = "no-kubelet.enabled",
+        hide = true,
+        overrides_with = "kubelet_enabled"
+    )]
+    pub no_kubelet_enabled: bool,
     /// The kubelet's pod-resources socket [default: /var/lib/kubelet/pod-resources/kubelet.sock].
     #[arg(
         long = "kubelet.pod-resources-socket",
@@ -91,14 +119,20 @@ pub struct Cli {
     #[arg(long = "kubelet.resource-name", env = "TESSERA_KUBELET_RESOURCE_NAME")]
     pub resource_names: Option<String>,
     /// Watch this node's pods and labels through the API server (in-cluster config or kubeconfig) [default: true].
-    #[arg(long = "kube.enabled", env = "TESSERA_KUBE_ENABLED")]
+    #[arg(long = "kube.enabled", env = "TESSERA_KUBE_ENABLED", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_kube_enabled")]
     pub kube_enabled: Option<String>,
+    #[arg(long = "no-kube.enabled", hide = true, overrides_with = "kube_enabled")]
+    pub no_kube_enabled: bool,
     /// Pod labels copied onto container series as label_<name>, comma-separated [default: none].
     #[arg(long = "kube.pod-labels", env = "TESSERA_KUBE_POD_LABELS")]
     pub pod_labels: Option<String>,
     /// Resolve DRA allocations through ResourceSlices [default: false].
-    #[arg(long = "kube.dra", env = "TESSERA_KUBE_DRA")]
+    #[arg(long = "kube.dra", env = "TESSERA_KUBE_DRA", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_kube_dra")]
     pub kube_dra: Option<String>,
+    #[arg(long = "no-kube.dra", hide = true, overrides_with = "kube_dra")]
+    pub no_kube_dra: bool,
     /// Listen on this UNIX socket for the CUDA probe's per-process kernel busy time (e.g. /run/tessera/probe.sock) [default: off].
     #[arg(long = "probe.socket", env = "TESSERA_PROBE_SOCKET")]
     pub probe_socket: Option<String>,
@@ -111,6 +145,34 @@ pub struct Cli {
     /// Log format: text or json [default: text].
     #[arg(long = "log.format", env = "TESSERA_LOG_FORMAT")]
     pub log_format: Option<String>,
+    /// Flags whose value came from their environment mirror, with the variable's name, so an
+    /// invalid value names where it was set. Filled by [`Cli::parse_args`].
+    #[arg(skip)]
+    pub from_env: BTreeMap<String, String>,
+}
+
+impl Cli {
+    /// Parses `args` (and the `TESSERA_*` environment) and records which values came from the
+    /// environment; `try_parse_from` works too but reports every value as a flag.
+    pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let command = Cli::command();
+        let matches = command.clone().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        for arg in command.get_arguments() {
+            let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
+                continue;
+            };
+            if matches.value_source(arg.get_id().as_str()) == Some(ValueSource::EnvVariable) {
+                cli.from_env
+                    .insert(long.to_owned(), env.to_string_lossy().into_owned());
+            }
+        }
+        Ok(cli)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,12 +217,31 @@ pub enum ConfigError {
     File { path: String, reason: String },
     #[error("config file {path}: unknown setting `{key}`")]
     UnknownKey { path: String, key: String },
-    #[error("--{flag}: {reason} (got {value:?})")]
+    #[error("{}: {reason} (got {value:?})", .origin.describe(flag))]
     Invalid {
         flag: &'static str,
+        origin: Origin,
         value: String,
         reason: String,
     },
+}
+
+/// Where a setting's value was written, so its error message points there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Origin {
+    Flag,
+    Env(String),
+    File(String),
+}
+
+impl Origin {
+    fn describe(&self, flag: &str) -> String {
+        match self {
+            Origin::Flag => format!("--{flag}"),
+            Origin::Env(var) => format!("environment variable {var} (--{flag})"),
+            Origin::File(path) => format!("config file {path}: {flag}"),
+        }
+    }
 }
 
 /// Parses "1s", "500ms", "2m", "1h" (one number, one unit).
@@ -183,11 +264,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| "out of range".into())
 }
 
-fn parse_bool(s: &str) -> Result<bool, String> {
+/// The spellings users write booleans in, in flags, environment variables and YAML alike.
+pub fn parse_bool(s: &str) -> Result<bool, String> {
     match s.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" => Ok(true),
-        "false" | "0" | "no" => Ok(false),
-        _ => Err("expected true or false".into()),
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err("expected true or false (or 1/0, yes/no, on/off)".into()),
     }
 }
 
@@ -235,6 +317,8 @@ fn read_file(path: &std::path::Path, errors: &mut Vec<ConfigError>) -> BTreeMap<
 
 struct Resolver<'a> {
     file: BTreeMap<String, String>,
+    file_path: String,
+    from_env: &'a BTreeMap<String, String>,
     errors: &'a mut Vec<ConfigError>,
 }
 
@@ -249,20 +333,58 @@ impl Resolver<'_> {
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> T {
         let from_file = self.file.remove(flag);
-        let raw = cli.clone().or(from_file);
+        let raw = match (cli, from_file) {
+            (Some(v), _) => Some((v.clone(), self.cli_origin(flag))),
+            (None, Some(v)) => Some((v, Origin::File(self.file_path.clone()))),
+            (None, None) => None,
+        };
         match raw {
             None => default,
-            Some(v) => match parse(&v) {
-                Ok(t) => t,
-                Err(reason) => {
-                    self.errors.push(ConfigError::Invalid {
-                        flag,
-                        value: v,
-                        reason,
-                    });
-                    default
-                }
-            },
+            Some((v, origin)) => self.parse(flag, origin, v, default, parse),
+        }
+    }
+
+    /// A boolean setting: `--no-<flag>` turns it off and wins over the environment.
+    fn get_bool(
+        &mut self,
+        flag: &'static str,
+        cli: &Option<String>,
+        no: bool,
+        default: bool,
+    ) -> bool {
+        if no {
+            self.file.remove(flag);
+            return false;
+        }
+        self.get(flag, cli, default, parse_bool)
+    }
+
+    fn cli_origin(&self, flag: &str) -> Origin {
+        match self.from_env.get(flag) {
+            Some(var) => Origin::Env(var.clone()),
+            None => Origin::Flag,
+        }
+    }
+
+    fn parse<T>(
+        &mut self,
+        flag: &'static str,
+        origin: Origin,
+        value: String,
+        default: T,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> T {
+        match parse(&value) {
+            Ok(t) => t,
+            Err(reason) => {
+                self.errors.push(ConfigError::Invalid {
+                    flag,
+                    origin,
+                    value,
+                    reason,
+                });
+                default
+            }
         }
     }
 }
@@ -282,9 +404,24 @@ impl Settings {
             Some(p) => read_file(p, &mut errors),
             None => BTreeMap::new(),
         };
+        let file_path = cli
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         let mut r = Resolver {
             file,
+            file_path: file_path.clone(),
+            from_env: &cli.from_env,
             errors: &mut errors,
+        };
+        // Flag or environment only: a config file must not turn a real node into a simulated one.
+        let demo = match &cli.demo {
+            Some(v) if !cli.no_demo => {
+                let origin = r.cli_origin("demo");
+                r.parse("demo", origin, v.clone(), false, parse_bool)
+            }
+            _ => false,
         };
         let listen_address = r.get(
             "web.listen-address",
@@ -301,7 +438,12 @@ impl Settings {
                     .map_err(|_| "expected host:port or :port, e.g. 0.0.0.0:9949".into())
             },
         );
-        let enable_debug = r.get("web.enable-debug", &cli.enable_debug, false, parse_bool);
+        let enable_debug = r.get_bool(
+            "web.enable-debug",
+            &cli.enable_debug,
+            cli.no_enable_debug,
+            false,
+        );
         let web_config_file = r.get("web.config.file", &cli.web_config_file, None, |s| {
             if s.is_empty() {
                 Err("must not be empty".into())
@@ -339,13 +481,13 @@ impl Settings {
         let procfs = r.get("path.procfs", &cli.procfs, PathBuf::from("/proc"), |s| {
             Ok(PathBuf::from(s))
         });
-        let collect_processes = r.get(
+        let collect_processes = r.get_bool(
             "collect.processes",
             &cli.collect_processes,
+            cli.no_collect_processes,
             true,
-            parse_bool,
         );
-        let collect_mig = r.get("collect.mig", &cli.collect_mig, true, parse_bool);
+        let collect_mig = r.get_bool("collect.mig", &cli.collect_mig, cli.no_collect_mig, true);
         let max_label_value_len = r.get(
             "metrics.max-label-value-length",
             &cli.max_label_value_len,
@@ -368,7 +510,12 @@ impl Settings {
                 Ok(s.to_owned())
             }
         });
-        let kubelet_enabled = r.get("kubelet.enabled", &cli.kubelet_enabled, true, parse_bool);
+        let kubelet_enabled = r.get_bool(
+            "kubelet.enabled",
+            &cli.kubelet_enabled,
+            cli.no_kubelet_enabled,
+            true,
+        );
         let pod_resources_socket = r.get(
             "kubelet.pod-resources-socket",
             &cli.pod_resources_socket,
@@ -400,7 +547,7 @@ impl Settings {
             Vec::new(),
             |s| Ok(split_list(s)),
         );
-        let kube_enabled = r.get("kube.enabled", &cli.kube_enabled, true, parse_bool);
+        let kube_enabled = r.get_bool("kube.enabled", &cli.kube_enabled, cli.no_kube_enabled, true);
         let pod_labels = r.get("kube.pod-labels", &cli.pod_labels, Vec::new(), |s| {
             let labels = split_list(s);
             match labels
@@ -411,7 +558,7 @@ impl Settings {
                 None => Ok(labels),
             }
         });
-        let kube_dra = r.get("kube.dra", &cli.kube_dra, false, parse_bool);
+        let kube_dra = r.get_bool("kube.dra", &cli.kube_dra, cli.no_kube_dra, false);
         let probe_socket = r.get("probe.socket", &cli.probe_socket, None, |s| {
             Ok(Some(PathBuf::from(s)))
         });
@@ -442,14 +589,9 @@ impl Settings {
                 _ => Err("expected text or json".into()),
             },
         );
-        let path = cli
-            .config_file
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
         for key in std::mem::take(&mut r.file).into_keys() {
             r.errors.push(ConfigError::UnknownKey {
-                path: path.clone(),
+                path: file_path.clone(),
                 key,
             });
         }
@@ -457,7 +599,7 @@ impl Settings {
             return Err(errors);
         }
         Ok(Settings {
-            demo: cli.demo,
+            demo,
             listen_address,
             enable_debug,
             web_config_file,
@@ -513,80 +655,5 @@ fn default_node_name() -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cli(args: &[&str]) -> Cli {
-        Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).unwrap()
-    }
-
-    #[test]
-    fn defaults_are_sane() {
-        let s = Settings::resolve(&cli(&["--kube.node-name=n1"])).unwrap();
-        assert_eq!(s.listen_address.to_string(), DEFAULT_LISTEN);
-        assert_eq!(s.sample_interval, Duration::from_secs(1));
-        assert!(s.collect_processes && !s.enable_debug && !s.demo);
-        assert_eq!(s.node_name, "n1");
-        let s = Settings::resolve(&cli(&["--web.listen-address=:9950"])).unwrap();
-        assert_eq!(s.listen_address.to_string(), "0.0.0.0:9950");
-    }
-
-    #[test]
-    fn every_invalid_value_is_reported() {
-        let errors = Settings::resolve(&cli(&[
-            "--web.listen-address=nope",
-            "--sample.interval=0s",
-            "--log.format=xml",
-            "--collect.mig=maybe",
-            "--metrics.max-label-value-length=3",
-        ]))
-        .unwrap_err();
-        assert_eq!(errors.len(), 5, "{errors:?}");
-        assert!(errors[0].to_string().starts_with("--web.listen-address:"));
-    }
-
-    #[test]
-    fn file_fills_in_and_flags_win() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.yaml");
-        std::fs::write(
-            &path,
-            "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\nbogus: 1\n",
-        )
-        .unwrap();
-        let errors =
-            Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap_err();
-        assert_eq!(
-            errors,
-            vec![ConfigError::UnknownKey {
-                path: path.display().to_string(),
-                key: "bogus".into()
-            }]
-        );
-        std::fs::write(
-            &path,
-            "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\n",
-        )
-        .unwrap();
-        let s = Settings::resolve(&cli(&[
-            "--config.file",
-            path.to_str().unwrap(),
-            "--log.format=text",
-        ]))
-        .unwrap();
-        assert_eq!(s.sample_interval, Duration::from_millis(250));
-        assert_eq!(s.log_format, LogFormat::Text);
-        assert!(!s.collect_mig);
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("").is_err());
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("1e999s").is_err());
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

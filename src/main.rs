@@ -1,6 +1,6 @@
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
 use tessera::config::{Cli, LogFormat, Settings};
 use tessera::demo::{self, DemoNode};
 use tessera::metrics::{self, EncodeOptions};
@@ -15,7 +15,9 @@ use tessera::source::SourceState;
 fn init_tracing(s: &Settings) {
     let builder = tracing_subscriber::fmt()
         .with_max_level(s.log_level)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: not in kubectl logs, files or CI.
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     match s.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -45,7 +47,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -142,6 +144,15 @@ async fn run(
     demo_node: Option<DemoNode>,
     web: Option<(std::path::PathBuf, tessera::web::WebConfig)>,
 ) -> ExitCode {
+    // Bound before any source starts, so a taken port is the last line before exit 1 and not
+    // buried under the log lines of sources that were about to be stopped anyway.
+    let listener = match tokio::net::TcpListener::bind(settings.listen_address).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tessera: cannot listen on {}: {e}", settings.listen_address);
+            return ExitCode::from(1);
+        }
+    };
     let mut tasks = Vec::new();
     let mut feeds = Feeds::default();
 
@@ -149,7 +160,12 @@ async fn run(
         Some(node) => {
             // The demo kubelet allocates the devices the fake NVML reports.
             let gpus = match nvml::open(settings.nvml_library.as_deref()) {
-                Ok(lib) => NvmlSource::new(lib, nvml_options(&settings)).sample().gpus,
+                // A probe for the demo kubelet only: silenced, because the sampler discovers
+                // the same GPUs moments later and says so itself.
+                Ok(lib) => tracing::subscriber::with_default(
+                    tracing::subscriber::NoSubscriber::default(),
+                    || NvmlSource::new(lib, nvml_options(&settings)).sample().gpus,
+                ),
                 Err(e) => {
                     eprintln!("tessera: demo: {e}");
                     return ExitCode::from(1);
@@ -247,13 +263,6 @@ async fn run(
         Ok(h) => h,
         Err(e) => {
             eprintln!("tessera: cannot start the sampler thread: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    let listener = match tokio::net::TcpListener::bind(settings.listen_address).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tessera: cannot listen on {}: {e}", settings.listen_address);
             return ExitCode::from(1);
         }
     };

@@ -4,9 +4,15 @@
 use std::process::Command;
 
 fn tessera(args: &[&str]) -> (i32, String) {
+    tessera_env(args, &[])
+}
+
+fn tessera_env(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
         .args(args)
         .env_remove("TESSERA_NVML_LIBRARY")
+        .env_remove("TESSERA_DEMO")
+        .envs(env.iter().copied())
         .output()
         .expect("run tessera");
     (
@@ -70,5 +76,81 @@ fn metrics_doc_is_current() {
     assert!(
         generated == on_disk,
         "docs/metrics.md is stale: run `cargo run -- --print-metrics-doc > docs/metrics.md`"
+    );
+}
+
+#[test]
+fn a_bad_environment_variable_or_file_value_names_its_source() {
+    let (code, err) = tessera_env(
+        &["--web.listen-address=127.0.0.1:0"],
+        &[
+            ("TESSERA_SAMPLE_INTERVAL", "fast"),
+            ("TESSERA_DEMO", "maybe"),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    let mut lines: Vec<&str> = err.lines().collect();
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(
+        lines[0].starts_with("tessera: environment variable TESSERA_DEMO (--demo): "),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "tessera: environment variable TESSERA_SAMPLE_INTERVAL (--sample.interval): "
+        ),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "kube.dra: sometimes\n").unwrap();
+    let (code, err) = tessera(&["--config.file", path.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with(&format!(
+            "tessera: config file {}: kube.dra: ",
+            path.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn boolean_flags_need_no_value() {
+    // Accepted as written in the README: the run gets as far as loading NVML (exit 1, not 2).
+    let (code, err) = tessera_env(
+        &[
+            "--web.enable-debug",
+            "--no-collect.processes",
+            "--collect.mig=false",
+            "--nvml.library=/nonexistent/libnvidia-ml.so.1",
+        ],
+        &[("TESSERA_KUBE_DRA", "yes")],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("NVML library not found"), "{err}");
+}
+
+#[test]
+fn a_taken_port_is_the_last_line_and_logs_have_no_colour() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    // TESSERA_DEMO=1 as users write it; the demo needs no GPU, so only the port can fail.
+    let (code, err) = tessera_env(
+        &[&format!("--web.listen-address={addr}")],
+        &[("TESSERA_DEMO", "1")],
+    );
+    assert_eq!(code, 1, "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!("tessera: cannot listen on {addr}:")),
+        "{err}"
+    );
+    assert!(err.contains("DEMO"), "the demo was not started:\n{err}");
+    assert!(
+        !err.contains('\u{1b}'),
+        "ANSI escape codes in a log that is not a terminal:\n{err}"
     );
 }

@@ -11,8 +11,8 @@
 //! * with the CUDA probe on every candidate, each process's share is its kernel busy time,
 //!   scaled under time-slicing so that the shares add up to the device's measured busy
 //!   fraction (a time-sliced kernel's span includes the other tenants' slices);
-//! * otherwise, with exactly one candidate, NVML's figures on the device are that process's
-//!   (including what NVML booked to an MPS server on its behalf); quiet processes read 0;
+//! * otherwise, with exactly one candidate, the device's utilization is that process's;
+//!   quiet processes read 0;
 //! * otherwise the candidates' shares are withheld (absent, not 0), and what the device
 //!   measured but nobody can be given is published as unattributed.
 //!
@@ -248,12 +248,14 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             "CUDA probe kernel busy time".into()
         };
     } else if candidates.len() == 1 && !d.mig_instance {
-        // NVML books a lone active process's kernels to it, or to the MPS server serving it.
+        // With one process able to run kernels, the device's own utilization is that
+        // process's. It beats NVML's per-process samples, which the H100 splits oddly even
+        // then (an idle holder beside a 50 % process: 0.37 per-process, 0.48 device, truth
+        // 0.50); without it, NVML's per-process figures on the device (an MPS server's
+        // included) are the lone process's.
         let total: f64 = d
-            .processes
-            .iter()
-            .filter_map(|p| p.sm_utilization)
-            .sum::<f64>()
+            .device_activity
+            .unwrap_or_else(|| d.processes.iter().filter_map(|p| p.sm_utilization).sum())
             .clamp(0.0, 1.0);
         let pid = candidates[0];
         shares.insert(

@@ -1,0 +1,131 @@
+//! Unit tests of flag, environment and file resolution (kept apart to keep config.rs short).
+
+use super::*;
+
+fn cli(args: &[&str]) -> Cli {
+    Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).unwrap()
+}
+
+#[test]
+fn defaults_are_sane() {
+    let s = Settings::resolve(&cli(&["--kube.node-name=n1"])).unwrap();
+    assert_eq!(s.listen_address.to_string(), DEFAULT_LISTEN);
+    assert_eq!(s.sample_interval, Duration::from_secs(1));
+    assert!(s.collect_processes && !s.enable_debug && !s.demo);
+    assert_eq!(s.node_name, "n1");
+    let s = Settings::resolve(&cli(&["--web.listen-address=:9950"])).unwrap();
+    assert_eq!(s.listen_address.to_string(), "0.0.0.0:9950");
+}
+
+#[test]
+fn every_invalid_value_is_reported() {
+    let errors = Settings::resolve(&cli(&[
+        "--web.listen-address=nope",
+        "--sample.interval=0s",
+        "--log.format=xml",
+        "--collect.mig=maybe",
+        "--metrics.max-label-value-length=3",
+    ]))
+    .unwrap_err();
+    assert_eq!(errors.len(), 5, "{errors:?}");
+    assert!(errors[0].to_string().starts_with("--web.listen-address:"));
+}
+
+#[test]
+fn file_fills_in_and_flags_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.yaml");
+    std::fs::write(
+        &path,
+        "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\nbogus: 1\n",
+    )
+    .unwrap();
+    let errors = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap_err();
+    assert_eq!(
+        errors,
+        vec![ConfigError::UnknownKey {
+            path: path.display().to_string(),
+            key: "bogus".into()
+        }]
+    );
+    std::fs::write(
+        &path,
+        "sample.interval: 250ms\nlog.format: json\ncollect.mig: false\n",
+    )
+    .unwrap();
+    let s = Settings::resolve(&cli(&[
+        "--config.file",
+        path.to_str().unwrap(),
+        "--log.format=text",
+    ]))
+    .unwrap();
+    assert_eq!(s.sample_interval, Duration::from_millis(250));
+    assert_eq!(s.log_format, LogFormat::Text);
+    assert!(!s.collect_mig);
+}
+
+#[test]
+fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
+    let s = Settings::resolve(&cli(&["--web.enable-debug", "--demo", "--kube.dra"])).unwrap();
+    assert!(s.enable_debug && s.demo && s.kube_dra);
+    let s = Settings::resolve(&cli(&[
+        "--no-collect.processes",
+        "--collect.mig=off",
+        "--kube.enabled=0",
+        "--no-kubelet.enabled",
+    ]))
+    .unwrap();
+    assert!(!s.collect_processes && !s.collect_mig && !s.kube_enabled && !s.kubelet_enabled);
+    // The last of a flag and its --no- twin wins.
+    let s = Settings::resolve(&cli(&["--no-web.enable-debug", "--web.enable-debug"])).unwrap();
+    assert!(s.enable_debug);
+    let s = Settings::resolve(&cli(&["--web.enable-debug=yes", "--no-web.enable-debug"])).unwrap();
+    assert!(!s.enable_debug);
+    for (text, want) in [
+        ("1", true),
+        ("YES", true),
+        ("On", true),
+        ("no", false),
+        ("false", false),
+    ] {
+        assert_eq!(parse_bool(text), Ok(want), "{text}");
+    }
+    assert!(parse_bool("maybe").is_err());
+    // A value needs `=`: a bare word after a boolean flag is not swallowed as its value.
+    assert!(Cli::try_parse_from(["tessera", "--web.enable-debug", "false"]).is_err());
+}
+
+#[test]
+fn an_invalid_value_names_where_it_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.yaml");
+    std::fs::write(&path, "sample.interval: soon\ncollect.mig: perhaps\n").unwrap();
+    let mut c = cli(&["--config.file", path.to_str().unwrap(), "--log.format=xml"]);
+    c.from_env
+        .insert("log.format".into(), "TESSERA_LOG_FORMAT".into());
+    let shown: Vec<String> = Settings::resolve(&c)
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let file = path.display();
+    assert_eq!(
+        shown,
+        vec![
+            format!("config file {file}: sample.interval: expected a duration such as 1s, 500ms or 2m (got \"soon\")"),
+            format!("config file {file}: collect.mig: expected true or false (or 1/0, yes/no, on/off) (got \"perhaps\")"),
+            "environment variable TESSERA_LOG_FORMAT (--log.format): expected text or json (got \"xml\")".to_owned(),
+        ]
+    );
+}
+
+#[test]
+fn durations() {
+    assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+    assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+    assert!(parse_duration("").is_err());
+    assert!(parse_duration("5").is_err());
+    assert!(parse_duration("-1s").is_err());
+    assert!(parse_duration("1e999s").is_err());
+}
