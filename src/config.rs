@@ -105,6 +105,15 @@ pub struct Cli {
     /// Log format: text or json [default: text].
     #[arg(long = "log.format", env = "TESSERA_LOG_FORMAT")]
     pub log_format: Option<String>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands beside the exporter itself.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Recommend a GPU sharing strategy per workload from Prometheus history.
+    Advise(crate::advise::AdviseArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
