@@ -87,7 +87,7 @@ fn share(part: f64, whole: f64) -> f64 {
 pub enum Action {
     Release,
     Mig {
-        profile: &'static str,
+        mig_profile: &'static str,
     },
     Mps {
         clients: u32,
@@ -294,7 +294,7 @@ fn candidates(model: &GpuModel, peak: f64, p50: f64, p95: f64) -> Vec<(Action, S
     let need_sm = p95 * HEADROOM;
     if let Some(prof) = smallest_mig_fit(model, need_gib, need_sm) {
         out.push((
-            Action::Mig { profile: prof.name },
+            Action::Mig { mig_profile: prof.name },
             format!("MIG {}", prof.name),
             format!(
                 "peak {:.1} GiB and p95 SM {:.0} % (+{:.0} %) fit a {} ({} GiB, {} of {} SMs) on {}; \
