@@ -13,7 +13,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = ["alerts/tessera-recording.yaml", "alerts/tessera-alerts.yaml"]
+SOURCES = ["alerts/tessera-recording.yaml", "alerts/tessera-alerts.yaml", "alerts/tessera-advisor.yaml"]
 TARGET = "deploy/overlays/prometheus-operator/prometheusrule.yaml"
 
 HEADER = """\
@@ -31,7 +31,7 @@ spec:
 
 
 def render():
-    out = [HEADER.format(sources=" and ".join(SOURCES))]
+    out = [HEADER.format(sources=", ".join(SOURCES))]
     for src in SOURCES:
         with open(os.path.join(ROOT, src), encoding="utf-8") as f:
             lines = f.read().splitlines()
