@@ -10,6 +10,8 @@ echo "== cargo test"; cargo test --workspace 2>&1 | tee /tmp/tessera-cargo-test.
 echo "== release build for the Prometheus tests"; cargo build --release -p tessera
 echo "== rules, dashboards and manifests against a real Prometheus"
 TESSERA_BIN=target/release/tessera scripts/test-prometheus.sh
+echo "== sharing advisor: a week of history backfilled into Prometheus, advice checked per workload shape"
+TESSERA_BIN=target/release/tessera scripts/test-advisor.sh
 echo "== load: 200 concurrent scrapers for 60 s, zero errors"
 TESSERA_BIN=target/release/tessera scripts/load.sh | tail -4
 echo "== soak: 100,000 sample cycles with process churn, RSS and fds flat"

@@ -123,7 +123,12 @@ mod tests {
     fn profiles_grow_and_never_exceed_the_gpu() {
         for g in [&H100_80GB, &A100_80GB, &A100_40GB] {
             for w in g.profiles.windows(2) {
-                assert!(w[0].memory_gib <= w[1].memory_gib, "{} {}", g.name, w[1].name);
+                assert!(
+                    w[0].memory_gib <= w[1].memory_gib,
+                    "{} {}",
+                    g.name,
+                    w[1].name
+                );
                 assert!(w[0].sms <= w[1].sms, "{} {}", g.name, w[1].name);
                 assert!(w[0].gpu_fraction() <= w[1].gpu_fraction());
             }

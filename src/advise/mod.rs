@@ -104,7 +104,12 @@ pub fn main(args: &AdviseArgs) -> Result<(), AdviseError> {
                         *best = (s.value, model);
                     }
                 }
-                fill(by_key.entry(key).or_default(), q.field, &s, summary_interval_s);
+                fill(
+                    by_key.entry(key).or_default(),
+                    q.field,
+                    &s,
+                    summary_interval_s,
+                );
             }
         }
         progress.step(queries.len() + 1, "GPU-hour price");
@@ -209,7 +214,11 @@ impl Progress {
     fn step(&self, i: usize, what: &str) {
         let mut err = std::io::stderr().lock();
         let _ = if self.tty {
-            write!(err, "\r\x1b[2Kquerying Prometheus [{i}/{}] {what}…", self.steps)
+            write!(
+                err,
+                "\r\x1b[2Kquerying Prometheus [{i}/{}] {what}…",
+                self.steps
+            )
         } else {
             writeln!(err, "tessera advise: [{i}/{}] {what}", self.steps)
         };

@@ -17,7 +17,9 @@ const BODY_QUOTE: usize = 200;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PromError {
-    #[error("--prometheus {0:?}: expected an http:// or https:// URL such as http://prometheus:9090")]
+    #[error(
+        "--prometheus {0:?}: expected an http:// or https:// URL such as http://prometheus:9090"
+    )]
     BadUrl(String),
     #[error("cannot set up TLS: {0}")]
     Tls(String),
@@ -107,8 +109,14 @@ impl Prometheus {
             .append_pair("query", expr)
             .finish();
         let req = http::Request::post(&url)
-            .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(http::header::USER_AGENT, concat!("tessera-advise/", env!("CARGO_PKG_VERSION")))
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .header(
+                http::header::USER_AGENT,
+                concat!("tessera-advise/", env!("CARGO_PKG_VERSION")),
+            )
             .body(Full::new(Bytes::from(body)))
             .map_err(|_| PromError::BadUrl(self.base.clone()))?;
         let cannot_reach = |reason: String| PromError::Unreachable {
@@ -116,7 +124,11 @@ impl Prometheus {
             reason,
         };
         let fetch = async {
-            let resp = self.client.request(req).await.map_err(|e| cannot_reach(root_cause(&e)))?;
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| cannot_reach(root_cause(&e)))?;
             let status = resp.status();
             let bytes = resp
                 .into_body()
@@ -126,12 +138,13 @@ impl Prometheus {
                 .to_bytes();
             Ok::<_, PromError>((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(QUERY_TIMEOUT, fetch)
-            .await
-            .map_err(|_| PromError::Timeout {
-                url: self.base.clone(),
-                secs: QUERY_TIMEOUT.as_secs(),
-            })??;
+        let (status, bytes) =
+            tokio::time::timeout(QUERY_TIMEOUT, fetch)
+                .await
+                .map_err(|_| PromError::Timeout {
+                    url: self.base.clone(),
+                    secs: QUERY_TIMEOUT.as_secs(),
+                })??;
         // Prometheus answers 400/422/503 with a JSON error body: prefer its message.
         let envelope: Result<Envelope, _> = serde_json::from_slice(&bytes);
         match (envelope, status.is_success()) {
@@ -162,7 +175,8 @@ fn decode(url: &str, env: Envelope) -> Result<Vec<Sample>, PromError> {
     let items: Vec<VectorItem> = match data.result_type.as_str() {
         "vector" => serde_json::from_value(data.result).map_err(|e| bad(e.to_string()))?,
         "scalar" => {
-            let (ts, v): (f64, String) = serde_json::from_value(data.result).map_err(|e| bad(e.to_string()))?;
+            let (ts, v): (f64, String) =
+                serde_json::from_value(data.result).map_err(|e| bad(e.to_string()))?;
             vec![VectorItem {
                 metric: BTreeMap::new(),
                 value: (ts, v),
@@ -173,7 +187,8 @@ fn decode(url: &str, env: Envelope) -> Result<Vec<Sample>, PromError> {
     items
         .into_iter()
         .map(|i| {
-            let value = parse_value(&i.value.1).ok_or_else(|| bad(format!("sample value {:?}", i.value.1)))?;
+            let value = parse_value(&i.value.1)
+                .ok_or_else(|| bad(format!("sample value {:?}", i.value.1)))?;
             Ok(Sample {
                 labels: i.metric,
                 value,
@@ -223,25 +238,44 @@ mod tests {
     fn vectors_and_scalars_decode() {
         let v = decode(
             "u",
-            env(r#"{"status":"success","data":{"resultType":"vector","result":[
+            env(
+                r#"{"status":"success","data":{"resultType":"vector","result":[
                 {"metric":{"namespace":"a"},"value":[1.5,"0.25"]},
-                {"metric":{},"value":[1.5,"NaN"]}]}}"#),
+                {"metric":{},"value":[1.5,"NaN"]}]}}"#,
+            ),
         )
         .unwrap();
         assert_eq!(v.len(), 2);
         assert_eq!(v[0].labels["namespace"], "a");
         assert_eq!(v[0].value, 0.25);
         assert!(v[1].value.is_nan());
-        let s = decode("u", env(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#)).unwrap();
+        let s = decode(
+            "u",
+            env(r#"{"status":"success","data":{"resultType":"scalar","result":[1,"2"]}}"#),
+        )
+        .unwrap();
         assert_eq!(s[0].value, 2.0);
-        assert!(decode("u", env(r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#)).is_err());
+        assert!(decode(
+            "u",
+            env(r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#)
+        )
+        .is_err());
     }
 
     #[test]
     fn urls_are_checked() {
-        assert!(matches!(Prometheus::new("prometheus:9090"), Err(PromError::BadUrl(_))));
-        assert!(matches!(Prometheus::new("ftp://x"), Err(PromError::BadUrl(_))));
-        assert_eq!(Prometheus::new("http://p:9090/").unwrap().url(), "http://p:9090");
+        assert!(matches!(
+            Prometheus::new("prometheus:9090"),
+            Err(PromError::BadUrl(_))
+        ));
+        assert!(matches!(
+            Prometheus::new("ftp://x"),
+            Err(PromError::BadUrl(_))
+        ));
+        assert_eq!(
+            Prometheus::new("http://p:9090/").unwrap().url(),
+            "http://p:9090"
+        );
     }
 
     #[tokio::test]
@@ -251,7 +285,10 @@ mod tests {
         drop(l);
         let p = Prometheus::new(&format!("http://127.0.0.1:{port}")).unwrap();
         let e = p.query("up").await.unwrap_err().to_string();
-        assert!(e.starts_with("cannot reach Prometheus at http://127.0.0.1:"), "{e}");
+        assert!(
+            e.starts_with("cannot reach Prometheus at http://127.0.0.1:"),
+            "{e}"
+        );
         assert!(!e.contains('\n'));
     }
 

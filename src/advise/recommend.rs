@@ -256,7 +256,9 @@ fn decide(p: &Profile, history_score: f64) -> Decision {
     let Some(model) = gpus::lookup(&model_name) else {
         return decline(
             "no sizing",
-            format!("GPU model {model_name:?} is not in the profile table (H100 80GB, A100 80GB/40GB)"),
+            format!(
+                "GPU model {model_name:?} is not in the profile table (H100 80GB, A100 80GB/40GB)"
+            ),
         );
     };
     let per_replica_now = p.gpus_held / p.replicas;
@@ -288,7 +290,12 @@ fn decide(p: &Profile, history_score: f64) -> Decision {
 
 /// The moves a replica of this size could make, each with its cost in GPUs per replica:
 /// MIG first (isolation), then MPS, then time-slicing.
-fn candidates(model: &GpuModel, peak: f64, p50: f64, p95: f64) -> Vec<(Action, String, String, f64)> {
+fn candidates(
+    model: &GpuModel,
+    peak: f64,
+    p50: f64,
+    p95: f64,
+) -> Vec<(Action, String, String, f64)> {
     let mut out = Vec::new();
     let need_gib = peak * HEADROOM / GIB;
     let need_sm = p95 * HEADROOM;
@@ -374,7 +381,9 @@ pub fn smallest_mig_fit(model: &GpuModel, need_gib: f64, need_sm_share: f64) -> 
         .profiles
         .iter()
         .filter(|p| p.gpu_fraction() < 1.0)
-        .filter(|p| p.memory_gib >= need_gib && f64::from(p.sms) / f64::from(model.sms) >= need_sm_share)
+        .filter(|p| {
+            p.memory_gib >= need_gib && f64::from(p.sms) / f64::from(model.sms) >= need_sm_share
+        })
         .min_by(|a, b| a.gpu_fraction().total_cmp(&b.gpu_fraction()))
         .copied()
 }

@@ -64,16 +64,35 @@ fn idleness_that_could_not_be_decided_is_never_released() {
 #[test]
 fn light_inference_gets_the_smallest_mig_profile() {
     let a = run(profile(3.0, 6.3, 0.065, 0.08));
-    assert_eq!(a.action, Action::Mig { mig_profile: "1g.10gb" });
-    assert!((a.gpus_saved - (3.0 - 3.0 / 7.0)).abs() < 1e-9, "{}", a.gpus_saved);
+    assert_eq!(
+        a.action,
+        Action::Mig {
+            mig_profile: "1g.10gb"
+        }
+    );
+    assert!(
+        (a.gpus_saved - (3.0 - 3.0 / 7.0)).abs() < 1e-9,
+        "{}",
+        a.gpus_saved
+    );
 }
 
 #[test]
 fn mig_fit_needs_headroom_on_memory_and_sms() {
     // 8.2 GiB * 1.2 = 9.84 > 9.75: one size up in memory (1g.20gb, 4 per GPU).
-    assert_eq!(run(profile(1.0, 8.2, 0.05, 0.08)).action, Action::Mig { mig_profile: "1g.20gb" });
+    assert_eq!(
+        run(profile(1.0, 8.2, 0.05, 0.08)).action,
+        Action::Mig {
+            mig_profile: "1g.20gb"
+        }
+    );
     // p95 11 % * 1.2 = 13.2 % > 16/132 SMs (12.1 %): 26 SMs of the 1g.20gb cover it.
-    assert_eq!(run(profile(1.0, 6.0, 0.10, 0.11)).action, Action::Mig { mig_profile: "1g.20gb" });
+    assert_eq!(
+        run(profile(1.0, 6.0, 0.10, 0.11)).action,
+        Action::Mig {
+            mig_profile: "1g.20gb"
+        }
+    );
 }
 
 #[test]
@@ -137,11 +156,18 @@ fn ties_prefer_mig_and_light_work_is_offered_time_slicing() {
     // 30 GiB * 1.2 = 36 GiB needs a 3g.40gb (half a GPU); 2-way time-slicing costs the same
     // and MPS by p95 also 2: MIG wins the tie (isolation).
     let a = run(profile(1.0, 30.0, 0.05, 0.06));
-    assert_eq!(a.action, Action::Mig { mig_profile: "3g.40gb" });
+    assert_eq!(
+        a.action,
+        Action::Mig {
+            mig_profile: "3g.40gb"
+        }
+    );
     // On a model without MIG sizes but with memory known, time-slicing is never better than
     // MPS (same packing limits, MPS has more room): the ordering holds.
     let c = candidates(&gpus::H100_80GB, 15.0 * GIB, 0.05, 0.06);
-    assert!(c.iter().any(|x| matches!(x.0, Action::TimeSlicing { replicas: 4 })));
+    assert!(c
+        .iter()
+        .any(|x| matches!(x.0, Action::TimeSlicing { replicas: 4 })));
 }
 
 #[test]

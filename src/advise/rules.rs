@@ -29,19 +29,51 @@ pub enum Field {
 
 /// Record name in the profile group → field. The order is the order of the progress steps.
 pub const FIELDS: &[(&str, Field, &str)] = &[
-    ("namespace_workload_sharing_mode:gpu_allocations:count7d", Field::Summaries, "history and GPU models"),
-    ("namespace_workload_sharing_mode:gpu_allocations:avg7d", Field::Replicas, "replicas"),
-    ("namespace_workload_sharing_mode:gpu_allocated_seconds:avg7d", Field::GpusHeld, "GPUs held"),
-    ("namespace_workload_sharing_mode:gpu_idle_seconds:avg7d", Field::IdleGpus, "idle GPU-time"),
+    (
+        "namespace_workload_sharing_mode:gpu_allocations:count7d",
+        Field::Summaries,
+        "history and GPU models",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_allocations:avg7d",
+        Field::Replicas,
+        "replicas",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_allocated_seconds:avg7d",
+        Field::GpusHeld,
+        "GPUs held",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_idle_seconds:avg7d",
+        Field::IdleGpus,
+        "idle GPU-time",
+    ),
     (
         "namespace_workload_sharing_mode:gpu_activity_unknown_seconds:avg7d",
         Field::UndecidedGpus,
         "undecided GPU-time",
     ),
-    ("namespace_workload_sharing_mode:gpu_memory_used_bytes:max7d", Field::MemPeak, "peak memory"),
-    ("namespace_workload_sharing_mode:gpu_memory_used_bytes:p95_7d", Field::MemP95, "p95 memory"),
-    ("namespace_workload_sharing_mode:gpu_sm_demand:p50_7d", Field::SmP50, "median SM demand"),
-    ("namespace_workload_sharing_mode:gpu_sm_demand:p95_7d", Field::SmP95, "p95 SM demand"),
+    (
+        "namespace_workload_sharing_mode:gpu_memory_used_bytes:max7d",
+        Field::MemPeak,
+        "peak memory",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_memory_used_bytes:p95_7d",
+        Field::MemP95,
+        "p95 memory",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_sm_demand:p50_7d",
+        Field::SmP50,
+        "median SM demand",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_sm_demand:p95_7d",
+        Field::SmP95,
+        "p95 SM demand",
+    ),
     (
         "namespace_workload_sharing_mode:gpu_sm_demand_coverage:avg7d",
         Field::Coverage,
@@ -55,7 +87,9 @@ pub enum RulesError {
     File(String),
     #[error("the built-in rule file has no rule {0} with a {RULE_WINDOW} window")]
     Missing(String),
-    #[error("--window {0:?}: expected a Prometheus duration of at least 1h, such as 7d, 36h or 2w")]
+    #[error(
+        "--window {0:?}: expected a Prometheus duration of at least 1h, such as 7d, 36h or 2w"
+    )]
     Window(String),
 }
 
@@ -89,7 +123,8 @@ pub struct Query {
 
 /// The profile queries over `window` (already validated), and the summary interval in seconds.
 pub fn profile_queries(window: &str) -> Result<(Vec<Query>, f64), RulesError> {
-    let file: File = serde_yaml::from_str(RULE_FILE).map_err(|e| RulesError::File(e.to_string()))?;
+    let file: File =
+        serde_yaml::from_str(RULE_FILE).map_err(|e| RulesError::File(e.to_string()))?;
     let group = |name: &str| {
         file.groups
             .iter()
@@ -171,9 +206,15 @@ mod tests {
         assert_eq!(qs.len(), FIELDS.len());
         assert_eq!(interval, 300.0);
         for q in &qs {
-            assert!(q.expr.contains("[3d]") && !q.expr.contains("[7d]"), "{}", q.expr);
+            assert!(
+                q.expr.contains("[3d]") && !q.expr.contains("[7d]"),
+                "{}",
+                q.expr
+            );
         }
-        assert!(qs.iter().any(|q| q.expr.starts_with("quantile_over_time(0.95")));
+        assert!(qs
+            .iter()
+            .any(|q| q.expr.starts_with("quantile_over_time(0.95")));
     }
 
     #[test]
