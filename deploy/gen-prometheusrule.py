@@ -17,6 +17,7 @@ SOURCES = [
     "alerts/tessera-recording.yaml",
     "alerts/tessera-alerts.yaml",
     "alerts/tessera-limits.yaml",
+    "alerts/tessera-advisor.yaml",
 ]
 TARGET = "deploy/overlays/prometheus-operator/prometheusrule.yaml"
 
@@ -35,7 +36,7 @@ spec:
 
 
 def render():
-    out = [HEADER.format(sources=" and ".join(SOURCES))]
+    out = [HEADER.format(sources=", ".join(SOURCES))]
     for src in SOURCES:
         with open(os.path.join(ROOT, src), encoding="utf-8") as f:
             lines = f.read().splitlines()

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond the Rust toolchain, when it is missing:
 # Debian's prometheus (prometheus + promtool), curl and wrk, and kubernetes-validate from PyPI;
-# buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt).
+# buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt);
+# chromium (renders the advisor's HTML report headless).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
 [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v curl >/dev/null \
-  || ! command -v wrk >/dev/null; then
+  || ! command -v wrk >/dev/null || ! command -v chromium >/dev/null; then
   $sudo_cmd apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q prometheus curl wrk
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q prometheus curl wrk chromium
 fi
 # Debian's prometheus package starts a system service; the tests run their own.
 $sudo_cmd systemctl stop prometheus 2>/dev/null || true

@@ -143,7 +143,7 @@ pass "tools present ($(prometheus --version 2>&1 | head -n 1 | cut -d' ' -f1-3);
 
 # ---------------------------------------------------------------------------
 section "(a) rules: promtool, static checks"
-rule_files=(alerts/tessera-recording.yaml alerts/tessera-alerts.yaml alerts/tessera-limits.yaml)
+rule_files=(alerts/tessera-recording.yaml alerts/tessera-alerts.yaml alerts/tessera-limits.yaml alerts/tessera-advisor.yaml)
 check "promtool check rules ${rule_files[*]}" promtool check rules "${rule_files[@]}"
 for t in "$TESTS"/*.test.yaml; do
   check "promtool test rules ${t#"$ROOT"/}" promtool test rules "$t"

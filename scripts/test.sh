@@ -13,6 +13,8 @@ echo "== cargo test"; cargo test --workspace 2>&1 | tee "$LOGS/cargo-test.log"
 echo "== release build for the Prometheus tests"; cargo build --release -p tessera
 echo "== rules, dashboards and manifests against a real Prometheus"
 TESSERA_BIN=target/release/tessera scripts/test-prometheus.sh
+echo "== sharing advisor: a week of history backfilled into Prometheus, advice checked per workload shape"
+TESSERA_BIN=target/release/tessera scripts/test-advisor.sh
 # --- install on a cluster (issue 11): Helm chart, container image, alerts through Alertmanager
 echo "== Helm chart: render, lint, validate, agree with deploy/base"
 TESSERA_BIN=target/release/tessera scripts/test-helm.sh 2>&1 | tee "$LOGS/helm.log" | grep -Ev '^ok ' || true

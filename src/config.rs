@@ -149,6 +149,15 @@ pub struct Cli {
     /// invalid value names where it was set. Filled by [`Cli::parse_args`].
     #[arg(skip)]
     pub from_env: BTreeMap<String, String>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands beside the exporter itself.
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Recommend a GPU sharing strategy per workload from Prometheus history.
+    Advise(crate::advise::AdviseArgs),
 }
 
 impl Cli {

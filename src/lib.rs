@@ -2,6 +2,7 @@
 //! See DESIGN in the README: sources do I/O, the model decides, the sampler publishes one
 //! immutable snapshot, and scrapes copy its bytes.
 
+pub mod advise;
 pub mod config;
 pub mod demo;
 pub mod fakes;

@@ -1,7 +1,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use tessera::config::{Cli, LogFormat, Settings};
+use tessera::config::{Cli, Command, LogFormat, Settings};
 use tessera::demo::{self, DemoNode};
 use tessera::metrics::{self, EncodeOptions};
 use tessera::model::device_id::ResourceMatcher;
@@ -58,6 +58,15 @@ fn main() -> ExitCode {
             };
         }
     };
+    if let Some(Command::Advise(args)) = &cli.command {
+        return match tessera::advise::main(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tessera advise: {e}");
+                ExitCode::from(e.exit_code())
+            }
+        };
+    }
     if cli.print_metrics_doc {
         print!("{}", metrics::markdown_reference());
         return ExitCode::SUCCESS;

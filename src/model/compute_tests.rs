@@ -53,9 +53,17 @@ fn a_process_alone_keeps_nvmls_figure() {
     let procs = [proc(1, Some(0.49))];
     let s = run(&procs, Some(0.48), false, &activity(&[(1, 0.4)], &[]));
     assert_eq!(s.method, SplitMethod::SoleActiveProcess);
-    assert_eq!(s.share_of(1).share, Some(0.48), "the device's figure is the lone process's");
+    assert_eq!(
+        s.share_of(1).share,
+        Some(0.48),
+        "the device's figure is the lone process's"
+    );
     let s = run(&procs, None, false, &activity(&[(1, 0.4)], &[]));
-    assert_eq!(s.share_of(1).share, Some(0.49), "without one, NVML's per-process figure");
+    assert_eq!(
+        s.share_of(1).share,
+        Some(0.49),
+        "without one, NVML's per-process figure"
+    );
 }
 
 #[test]

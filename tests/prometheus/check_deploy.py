@@ -147,11 +147,12 @@ def check_operator(c, root, objs, info):
     if pr:
         groups = pr.get("spec", {}).get("groups")
         want = []
-        for path in (os.path.join(root, "alerts", "tessera-recording.yaml"), os.path.join(root, "alerts", "tessera-alerts.yaml")):
+        wrapped = ("tessera-recording.yaml", "tessera-alerts.yaml", "tessera-advisor.yaml")
+        for path in (os.path.join(root, "alerts", n) for n in wrapped):
             with open(path, encoding="utf-8") as f:
                 want += yaml.safe_load(f)["groups"]
-        extra = sorted(set(glob.glob(os.path.join(root, "alerts", "*.yaml"))) - {os.path.join(root, "alerts", n) for n in ("tessera-recording.yaml", "tessera-alerts.yaml")})
-        c.check(not extra, f"operator: alerts/ holds only the two wrapped rule files {extra if extra else ''}")
+        extra = sorted(set(glob.glob(os.path.join(root, "alerts", "*.yaml"))) - {os.path.join(root, "alerts", n) for n in wrapped})
+        c.check(not extra, f"operator: alerts/ holds only the wrapped rule files {extra if extra else ''}")
         c.check(groups == want, f"operator: PrometheusRule spec.groups equal alerts/*.yaml ({len(want)} groups)")
         for g in groups or []:
             for r in g.get("rules", []):
