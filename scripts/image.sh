@@ -42,7 +42,9 @@ fi
 bin=target/release/tessera
 # The copy in deps/ is the one cargo refreshes on every build (see src/demo/mod.rs).
 fake=target/release/deps/libfake_nvml.so
-for f in "$bin" "$fake"; do
+# The CUDA probe the cuda-probe overlay copies onto each node for workload pods.
+probe=target/release/deps/libtessera_probe.so
+for f in "$bin" "$fake" "$probe"; do
   [[ -f $f ]] || { echo "image.sh: $f is missing (cargo build --release -p tessera -p fake-nvml)" >&2; exit 1; }
 done
 
@@ -63,6 +65,7 @@ ln -s usr/lib64 "$fs/lib64"
 chmod 1777 "$fs/tmp"
 install -m 0755 "$bin" "$fs/opt/tessera/tessera"
 install -m 0755 "$fake" "$fs/opt/tessera/libfake_nvml.so"
+install -m 0755 "$probe" "$fs/opt/tessera/libtessera_probe.so"
 
 # Every library either ELF file needs, at the path the loader looks it up under (/lib/... and
 # /lib64/... land in usr/ through the symlinks above).

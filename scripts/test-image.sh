@@ -79,9 +79,10 @@ for layer in manifest["layers"]:
     with tarfile.open(blob(layer["digest"])) as t:
         files |= {"/" + m.name.lstrip("./") for m in t.getmembers() if m.isfile()}
 libs = {l if l.startswith("/usr/") else "/usr" + l for l in open(libs_file).read().split()}
-want = {"/opt/tessera/tessera", "/opt/tessera/libfake_nvml.so", "/etc/passwd", "/etc/group",
+want = {"/opt/tessera/tessera", "/opt/tessera/libfake_nvml.so", "/opt/tessera/libtessera_probe.so",
+        "/etc/passwd", "/etc/group",
         "/etc/ssl/certs/ca-certificates.crt"} | libs
-say(files == want, f"image files = binary, fake NVML, ldd's {len(libs)} libraries, CA roots, passwd/group"
+say(files == want, f"image files = binary, fake NVML, CUDA probe, ldd's {len(libs)} libraries, CA roots, passwd/group"
     + ("" if files == want else f" (extra {sorted(files - want)}, missing {sorted(want - files)})"))
 EOF
 while read -r line; do

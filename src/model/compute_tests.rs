@@ -93,14 +93,15 @@ fn time_sliced_busy_tenants_are_withheld_not_inverted() {
 #[test]
 fn an_idle_memory_holder_is_idle_and_the_busy_one_keeps_its_figure() {
     let procs = [proc(1, Some(0.43)), proc(2, Some(0.0))];
+    // Measured: per-process 0.37, device 0.48, truth 0.50.
     let s = run(
         &procs,
-        Some(0.5),
+        Some(0.48),
         false,
         &activity(&[(1, 0.45), (2, 0.0)], &[]),
     );
     assert_eq!(s.method, SplitMethod::SoleActiveProcess);
-    assert_eq!(s.share_of(1).share, Some(0.43));
+    assert_eq!(s.share_of(1).share, Some(0.48));
     assert_eq!(s.share_of(2).share, Some(0.0));
     assert_eq!(container_activity(&s, &[2], Some(0.0)), Activity::Idle);
     assert_eq!(container_activity(&s, &[1], Some(0.48)), Activity::Busy);
