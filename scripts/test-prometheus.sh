@@ -232,7 +232,7 @@ fi
 # ---------------------------------------------------------------------------
 section "(c) deploy: kustomize, kubernetes-validate, agreement"
 render_ok=1
-for overlay in base overlays/dra overlays/prometheus-operator; do
+for overlay in base overlays/dra overlays/prometheus-operator overlays/cuda-probe; do
   out=$tmp/$(basename "$overlay").yaml
   if kubectl kustomize "deploy/$overlay" >"$out" 2>"$tmp/kustomize.err"; then
     pass "kubectl kustomize deploy/$overlay ($(grep -c '^kind:' "$out") objects)"
@@ -250,7 +250,10 @@ docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 keep = [d for d in docs if not d["apiVersion"].startswith("monitoring.coreos.com/")]
 yaml.safe_dump_all(keep, open(sys.argv[2], "w"), sort_keys=False)
 EOF
-  for v in "${K8S_VERSIONS[@]}"; do
+  versions=("${K8S_VERSIONS[@]}")
+  # MutatingAdmissionPolicy (v1beta1) exists from Kubernetes 1.34 on.
+  [[ $overlay == overlays/cuda-probe ]] && versions=(1.34.0)
+  for v in "${versions[@]}"; do
     check "kubernetes-validate --strict -k $v deploy/$overlay" kubernetes-validate --strict --quiet -k "$v" "$out.builtin"
   done
 done
@@ -258,7 +261,8 @@ if ((render_ok)); then
   help_args=()
   [[ -s $tmp/tessera-help.txt ]] && help_args=(--help-text "$tmp/tessera-help.txt")
   helper check_deploy python3 "$TESTS/check_deploy.py" --root "$ROOT" --base "$tmp/base.yaml" \
-    --dra "$tmp/dra.yaml" --operator "$tmp/prometheus-operator.yaml" "${help_args[@]}"
+    --dra "$tmp/dra.yaml" --operator "$tmp/prometheus-operator.yaml" --probe "$tmp/cuda-probe.yaml" \
+    "${help_args[@]}"
 fi
 
 echo

@@ -158,6 +158,11 @@ pub struct Cli {
 pub enum Command {
     /// Recommend a GPU sharing strategy per workload from Prometheus history.
     Advise(crate::advise::AdviseArgs),
+    /// Copy the CUDA probe library shipped beside this binary into DIR (for workload pods).
+    InstallProbe {
+        /// Host directory to install libtessera_probe.so into.
+        dir: PathBuf,
+    },
 }
 
 impl Cli {

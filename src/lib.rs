@@ -6,6 +6,7 @@ pub mod advise;
 pub mod config;
 pub mod demo;
 pub mod fakes;
+pub mod install;
 pub mod metrics;
 pub mod model;
 pub mod sampler;

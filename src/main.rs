@@ -58,14 +58,29 @@ fn main() -> ExitCode {
             };
         }
     };
-    if let Some(Command::Advise(args)) = &cli.command {
-        return match tessera::advise::main(args) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("tessera advise: {e}");
-                ExitCode::from(e.exit_code())
-            }
-        };
+    match &cli.command {
+        Some(Command::Advise(args)) => {
+            return match tessera::advise::main(args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tessera advise: {e}");
+                    ExitCode::from(e.exit_code())
+                }
+            };
+        }
+        Some(Command::InstallProbe { dir }) => {
+            return match tessera::install::install_probe(dir) {
+                Ok(path) => {
+                    println!("installed {}", path.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("tessera install-probe: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
+        None => {}
     }
     if cli.print_metrics_doc {
         print!("{}", metrics::markdown_reference());

@@ -154,3 +154,21 @@ fn a_taken_port_is_the_last_line_and_logs_have_no_colour() {
         "ANSI escape codes in a log that is not a terminal:\n{err}"
     );
 }
+
+#[test]
+fn install_probe_copies_the_library_and_fails_in_one_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, err) = tessera(&["install-probe", &dir.path().display().to_string()]);
+    assert_eq!(code, 0, "{err}");
+    let installed = std::fs::read(dir.path().join("libtessera_probe.so")).expect("installed");
+    assert!(installed.starts_with(b"\x7fELF"), "a shared library");
+    // Installing again replaces it in place and leaves no staging file behind.
+    let (code, _) = tessera(&["install-probe", &dir.path().display().to_string()]);
+    assert_eq!(code, 0);
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1);
+    let missing = dir.path().join("no/such/dir");
+    let (code, err) = tessera(&["install-probe", &missing.display().to_string()]);
+    assert_eq!(code, 1);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("cannot install libtessera_probe.so"), "{err}");
+}

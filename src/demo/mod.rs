@@ -65,28 +65,15 @@ struct DemoProcess {
     cpu_percent: Option<f64>,
 }
 
-/// Where cargo puts the cdylib of a dependency: `target/<profile>/deps/` (the copy in
-/// `target/<profile>/` is only refreshed when fake-nvml itself is built, so it can be stale).
-/// A test binary lives in `deps/` itself.
+/// The fake NVML library, beside the binary or where cargo builds it.
 pub fn find_fake_library() -> Result<PathBuf, DemoError> {
-    let exe = std::env::current_exe()?;
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let candidates = [
-        dir.join("deps").join(FAKE_LIBRARY),
-        dir.join(FAKE_LIBRARY),
-        dir.join("..").join("deps").join(FAKE_LIBRARY),
-    ];
-    candidates
-        .iter()
-        .find(|c| c.is_file())
-        .cloned()
-        .ok_or_else(|| DemoError::LibraryMissing {
-            looked: candidates
-                .iter()
-                .map(|c| c.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
+    crate::install::beside_binary(FAKE_LIBRARY).map_err(|looked| DemoError::LibraryMissing {
+        looked: looked
+            .iter()
+            .map(|c| c.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
 }
 
 /// Writes a procfs tree with a `comm` for every process in `scenario`.

@@ -3,7 +3,7 @@
 and against the exporter.
 
     check_deploy.py --root . --base base.yaml --dra dra.yaml \
-        --operator prometheus-operator.yaml [--help-text tessera-help.txt]
+        --operator prometheus-operator.yaml --probe cuda-probe.yaml [--help-text tessera-help.txt]
 
 (the YAML files are `kubectl kustomize deploy/<overlay>` output.)
 
@@ -147,7 +147,8 @@ def check_operator(c, root, objs, info):
     if pr:
         groups = pr.get("spec", {}).get("groups")
         want = []
-        wrapped = ("tessera-recording.yaml", "tessera-alerts.yaml", "tessera-advisor.yaml")
+        wrapped = ("tessera-recording.yaml", "tessera-alerts.yaml", "tessera-limits.yaml",
+                   "tessera-advisor.yaml")
         for path in (os.path.join(root, "alerts", n) for n in wrapped):
             with open(path, encoding="utf-8") as f:
                 want += yaml.safe_load(f)["groups"]
@@ -172,6 +173,45 @@ def check_operator(c, root, objs, info):
         c.check(same and len(data) == len(files), f"operator: dashboards ConfigMap holds all {len(files)} dashboards/*.json verbatim")
 
 
+def check_probe(c, objs, info):
+    """The cuda-probe overlay: the exporter listens where the policy mounts the socket, the
+    init container installs the library where the policy mounts it, and the policy sets
+    CUDA_INJECTION64_PATH to that library, read-only, for GPU containers only."""
+    ds = objs[("DaemonSet", "tessera")]
+    spec = ds["spec"]["template"]["spec"]
+    ctr = spec["containers"][0]
+    vols = {v["name"]: v.get("hostPath", {}).get("path") for v in spec.get("volumes", [])}
+    sock = info["flags"].get("--probe.socket")
+    sockdir = os.path.dirname(sock) if isinstance(sock, str) else None
+    mounted = {m["mountPath"]: vols.get(m["name"]) for m in ctr.get("volumeMounts", [])}
+    c.check(sockdir is not None and mounted.get(sockdir) == sockdir and sockdir.startswith("/run/"),
+            f"probe: --probe.socket={sock} lies in hostPath {sockdir} mounted at the same path")
+    init = (spec.get("initContainers") or [{}])[0]
+    args = init.get("args", [])
+    lib_mount = {m["mountPath"]: vols.get(m["name"]) for m in init.get("volumeMounts", [])}
+    libdir = lib_mount.get(args[1]) if len(args) == 2 else None
+    c.check(args[:1] == ["install-probe"] and init.get("image") == IMAGE and libdir is not None,
+            f"probe: init container runs `tessera install-probe` into hostPath {libdir}")
+    isc = init.get("securityContext", {})
+    c.check(isc.get("readOnlyRootFilesystem") is True and isc.get("capabilities", {}).get("drop") == ["ALL"],
+            "probe: init container read-only, all capabilities dropped")
+    pol = objs.get(("MutatingAdmissionPolicy", "tessera-cuda-probe"), {})
+    binding = objs.get(("MutatingAdmissionPolicyBinding", "tessera-cuda-probe"), {})
+    c.check(binding.get("spec", {}).get("policyName") == "tessera-cuda-probe"
+            and binding["spec"].get("matchResources", {}).get("namespaceSelector", {}).get("matchLabels") == {"tessera.dev/cuda-probe": "enabled"},
+            "probe: binding applies the policy to namespaces labelled tessera.dev/cuda-probe=enabled")
+    spec_p = pol.get("spec", {})
+    c.check(spec_p.get("failurePolicy") == "Ignore", "probe: a failed mutation never blocks a workload")
+    conds = " ".join(m.get("expression", "") for m in spec_p.get("matchConditions", []))
+    c.check("'disabled'" in conds and "nvidia.com/" in conds, "probe: pods can opt out; only GPU pods are matched")
+    expr = " ".join(m.get("applyConfiguration", {}).get("expression", "") for m in spec_p.get("mutations", []))
+    c.check(f'path: "{libdir}"' in expr and f'path: "{sockdir}"' in expr,
+            f"probe: the policy mounts the same host paths ({libdir}, {sockdir})")
+    c.check(f'value: "{libdir}/libtessera_probe.so"' in expr and "CUDA_INJECTION64_PATH" in expr,
+            "probe: CUDA_INJECTION64_PATH names the installed library")
+    c.check(expr.count("readOnly: true") == 2, "probe: both mounts are read-only in the workload")
+
+
 def check_help(c, text, used):
     for flag in sorted(used):
         c.check(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None, f"exporter --help knows {flag}")
@@ -184,6 +224,7 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--dra", required=True)
     ap.add_argument("--operator", required=True)
+    ap.add_argument("--probe", required=True)
     ap.add_argument("--help-text")
     a = ap.parse_args()
     c = Checker()
@@ -193,11 +234,15 @@ def main():
     info = check_exporter(c, "operator", ops, dra=False)
     if info:
         check_operator(c, a.root, ops, info)
+    probe_objs = load(a.probe)
+    probe = check_exporter(c, "cuda-probe", probe_objs, dra=False)
+    if probe:
+        check_probe(c, probe_objs, probe)
     if a.help_text:
         with open(a.help_text, encoding="utf-8") as f:
             text = f.read()
         used = set()
-        for x in (base, dra, info):
+        for x in (base, dra, info, probe):
             if x:
                 used |= set(x["flags"])
         check_help(c, text, used)
