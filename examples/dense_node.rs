@@ -121,6 +121,7 @@ fn layout(a: &Args) -> Layout {
                     )],
                     pids: Vec::new(),
                 }],
+                ..Default::default()
             }
         })
         .collect();

@@ -264,6 +264,21 @@ async fn run(
         }
     }
 
+    // The demo's GPU 5 shows the exact mode: its MPS clients "carry" the probe.
+    let _demo_probe = match &demo_node {
+        Some(_) => {
+            let book = feeds.probe.get_or_insert_with(Default::default).clone();
+            match demo::probe::start(demo::SCENARIO, &demo::probe::PROBED_PIDS, book) {
+                Ok(feed) => Some(feed),
+                Err(e) => {
+                    eprintln!("tessera: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        None => None,
+    };
+
     let (tx, rx) = tokio::sync::watch::channel(None);
     let sampler = Sampler::new(
         SamplerConfig {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{assert_golden, value, Exporter};
-use tessera::demo::cluster::{self, ContainerPlan, PodPlan};
+use tessera::demo::cluster::{self, PodPlan};
 use tessera::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera::fakes::kubelet::{FakeKubelet, FakeKubeletState};
 use tessera::source::podresources::DynamicDevice;
@@ -25,23 +25,13 @@ const MIG_DRA: &str = "MIG-33333333-0000-0000-0000-00000000000c";
 
 fn pod(ns: &str, name: &str, resource: &str, ids: &[String], pids: &[u32]) -> PodPlan {
     PodPlan {
-        namespace: ns.into(),
-        name: name.into(),
         owner: Some((
             "StatefulSet".into(),
             name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-')
                 .into(),
         )),
         labels: [("team".to_owned(), ns.to_owned())].into(),
-        containers: vec![ContainerPlan {
-            name: "main".into(),
-            devices: if ids.is_empty() {
-                vec![]
-            } else {
-                vec![(resource.into(), ids.to_vec())]
-            },
-            pids: pids.to_vec(),
-        }],
+        ..PodPlan::single(ns, name, resource, ids, pids)
     }
 }
 

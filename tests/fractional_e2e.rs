@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use support::Exporter;
-use tessera::demo::cluster::{self, ContainerPlan, PodPlan};
+use tessera::demo::cluster::{self, PodPlan};
 use tessera::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera::fakes::kubelet::FakeKubelet;
 
@@ -22,20 +22,7 @@ const GPU: [&str; 3] = [
 const MIB: f64 = 1024.0 * 1024.0;
 
 fn plan(ns: &str, name: &str, resource: &str, ids: &[String], pids: &[u32]) -> PodPlan {
-    PodPlan {
-        namespace: ns.into(),
-        name: name.into(),
-        containers: vec![ContainerPlan {
-            name: "main".into(),
-            devices: if ids.is_empty() {
-                vec![]
-            } else {
-                vec![(resource.into(), ids.to_vec())]
-            },
-            pids: pids.to_vec(),
-        }],
-        ..Default::default()
-    }
+    PodPlan::single(ns, name, resource, ids, pids)
 }
 
 fn plans() -> Vec<PodPlan> {

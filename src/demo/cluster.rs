@@ -27,6 +27,8 @@ pub struct PodPlan {
     /// Controller owner, e.g. ("ReplicaSet", "web-7d9f8c6b5"); none for a bare pod.
     pub owner: Option<(String, String)>,
     pub labels: BTreeMap<String, String>,
+    /// Scheduler annotations (HAMi's, Volcano's, KAI's) as the API server would show them.
+    pub annotations: BTreeMap<String, String>,
     pub containers: Vec<ContainerPlan>,
 }
 
@@ -37,6 +39,25 @@ fn hash64(parts: &[&str]) -> u64 {
 }
 
 impl PodPlan {
+    /// A pod with one container `main` holding `ids` of `resource` (nothing when `ids` is
+    /// empty) and running `pids`.
+    pub fn single(ns: &str, name: &str, resource: &str, ids: &[String], pids: &[u32]) -> Self {
+        PodPlan {
+            namespace: ns.into(),
+            name: name.into(),
+            containers: vec![ContainerPlan {
+                name: "main".into(),
+                devices: if ids.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![(resource.into(), ids.to_vec())]
+                },
+                pids: pids.to_vec(),
+            }],
+            ..Default::default()
+        }
+    }
+
     /// A stable pod UID derived from namespace and name.
     pub fn uid(&self) -> String {
         let a = hash64(&[&self.namespace, &self.name, "uid-a"]);
@@ -80,6 +101,7 @@ impl PodPlan {
                 namespace: Some(self.namespace.clone()),
                 uid: Some(self.uid()),
                 labels: (!self.labels.is_empty()).then(|| self.labels.clone()),
+                annotations: (!self.annotations.is_empty()).then(|| self.annotations.clone()),
                 owner_references: self.owner.as_ref().map(|(kind, name)| {
                     vec![OwnerReference {
                         api_version: "apps/v1".into(),

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod cpu;
 pub mod plan;
+pub mod probe;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,10 +46,14 @@ pub struct DemoNode {
 struct ScenarioProcesses {
     #[serde(default)]
     phases: Vec<PhaseProcesses>,
+    #[serde(default)]
+    repeat_after_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct PhaseProcesses {
+    #[serde(default)]
+    at_ms: u64,
     #[serde(default)]
     processes: Vec<DemoProcess>,
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::cluster::{ContainerPlan, PodPlan};
+use super::cluster::PodPlan;
 use crate::model::GpuSample;
 
 fn labels(app: &str, team: &str) -> BTreeMap<String, String> {
@@ -32,21 +32,13 @@ fn pod(
             labels.insert("pod-template-hash".into(), hash.into());
         }
     }
-    PodPlan {
-        namespace: ns.into(),
-        name: name.into(),
-        owner: owner.map(|(k, n)| (k.to_owned(), n.to_owned())),
-        labels,
-        containers: vec![ContainerPlan {
-            name: container.into(),
-            devices: if ids.is_empty() {
-                Vec::new()
-            } else {
-                vec![(resource.to_owned(), ids)]
-            },
-            pids,
-        }],
+    let mut plan = PodPlan::single(ns, name, resource, &ids, &pids);
+    plan.owner = owner.map(|(k, n)| (k.to_owned(), n.to_owned()));
+    plan.labels = labels;
+    for c in &mut plan.containers {
+        c.name = container.into();
     }
+    plan
 }
 
 /// The demo's pods and the kubelet's allocatable device IDs, for the GPUs NVML reported.
@@ -59,6 +51,12 @@ pub fn demo_pods(gpus: &[GpuSample]) -> (Vec<PodPlan>, Vec<(String, String)>) {
             .unwrap_or_default()
     };
     let replica = |i: usize, n: usize| format!("{}::{n}", uuid(i));
+    // A MIG instance offered to several containers: `nvidia.com/mig-<profile>.shared`, IDs
+    // `<MIG uuid>::<n>` (the device plugin's renameByDefault replicas).
+    let mig_replica = |i: usize, m: usize, n: usize| {
+        let (resource, id) = mig(i, m);
+        (format!("{resource}.shared"), format!("{id}::{n}"))
+    };
     let mut pods = vec![
         pod(
             "ml-training",
@@ -135,7 +133,8 @@ pub fn demo_pods(gpus: &[GpuSample]) -> (Vec<PodPlan>, Vec<(String, String)>) {
             "mps-control-daemon",
             "",
             vec![],
-            vec![45060],
+            // The MPS servers of GPU 5 and of GPU 2's 2g.20gb instance.
+            vec![45060, 42030],
         ),
     ];
     for (i, name) in ["ranker-a", "ranker-b", "ranker-c"].iter().enumerate() {
@@ -163,7 +162,12 @@ pub fn demo_pods(gpus: &[GpuSample]) -> (Vec<PodPlan>, Vec<(String, String)>) {
         ("research", "notebook-alice", "jupyter", "", 42033),
     ];
     for (m, (ns, name, app, kind, pid)) in gpu2.into_iter().enumerate() {
-        let (resource, id) = mig(2, m);
+        // The 2g.20gb instance runs MPS for two services.
+        let (resource, id) = if m == 1 {
+            mig_replica(2, 1, 0)
+        } else {
+            mig(2, m)
+        };
         let owner = (!kind.is_empty()).then_some((kind, app));
         pods.push(pod(
             ns,
@@ -177,6 +181,18 @@ pub fn demo_pods(gpus: &[GpuSample]) -> (Vec<PodPlan>, Vec<(String, String)>) {
             vec![pid],
         ));
     }
+    let (resource, id) = mig_replica(2, 1, 1);
+    pods.push(pod(
+        "search",
+        "reranker-0",
+        Some(("StatefulSet", "reranker")),
+        "reranker",
+        "search",
+        "main",
+        &resource,
+        vec![id],
+        vec![42034],
+    ));
     for m in 0..5 {
         let (resource, id) = mig(3, m);
         pods.push(pod(
@@ -191,28 +207,69 @@ pub fn demo_pods(gpus: &[GpuSample]) -> (Vec<PodPlan>, Vec<(String, String)>) {
             vec![43041 + m as u32],
         ));
     }
-    // Allocated, never used: a notebook that holds a MIG slice with nothing running.
-    let (resource, id) = mig(3, 5);
-    pods.push(pod(
-        "research",
-        "notebook-bob",
-        None,
-        "jupyter",
-        "research",
-        "notebook",
-        &resource,
-        vec![id],
-        vec![],
-    ));
+    // A time-sliced MIG slice: a notebook that holds it with nothing running, beside a busy one.
+    for (n, name, pids) in [
+        (0, "notebook-bob", vec![]),
+        (1, "notebook-dave", vec![43046]),
+    ] {
+        let (resource, id) = mig_replica(3, 5, n);
+        pods.push(pod(
+            "research",
+            name,
+            None,
+            "jupyter",
+            "research",
+            "notebook",
+            &resource,
+            vec![id],
+            pids,
+        ));
+    }
+    // GPU 7 is shared by HAMi: the kubelet hands out placeholders; the scheduler's annotation
+    // names the GPU and each container's memory (MiB) and SM share (%).
+    for (n, name, memory, cores, pid) in [
+        (0, "hami-infer-a", 20000, 30, 47081),
+        (1, "hami-infer-b", 10000, 0, 47082),
+    ] {
+        let mut p = pod(
+            "inference",
+            &format!("{name}-0"),
+            Some(("StatefulSet", name)),
+            name,
+            "inference",
+            "main",
+            "nvidia.com/gpu",
+            vec![format!("{}-{n}", uuid(7))],
+            vec![pid],
+        );
+        p.annotations.insert(
+            crate::model::fractional::HAMI_ALLOCATED.into(),
+            format!("{},NVIDIA,{memory},{cores}:;", uuid(7)),
+        );
+        pods.push(p);
+    }
 
-    let mut allocatable: Vec<(String, String)> = [0, 1, 6, 7]
+    let mut allocatable: Vec<(String, String)> = [0, 1, 6]
         .iter()
         .map(|&i| ("nvidia.com/gpu".to_owned(), uuid(i)))
         .collect();
+    // HAMi's device plugin offers its GPU deviceSplitCount (here 4) times.
+    allocatable.extend((0..4).map(|n| ("nvidia.com/gpu".to_owned(), format!("{}-{n}", uuid(7)))));
     allocatable.extend((0..4).map(|n| ("nvidia.com/gpu.shared".to_owned(), replica(4, n))));
     allocatable.extend((0..3).map(|n| ("nvidia.com/gpu.shared".to_owned(), replica(5, n))));
-    for (i, count) in [(2, 3), (3, 7)] {
-        allocatable.extend((0..count).map(|m| mig(i, m)));
+    for (i, m) in [
+        (2, 0),
+        (2, 2),
+        (3, 0),
+        (3, 1),
+        (3, 2),
+        (3, 3),
+        (3, 4),
+        (3, 6),
+    ] {
+        allocatable.push(mig(i, m));
     }
+    allocatable.extend((0..2).map(|n| mig_replica(2, 1, n)));
+    allocatable.extend((0..2).map(|n| mig_replica(3, 5, n)));
     (pods, allocatable)
 }

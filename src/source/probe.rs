@@ -39,7 +39,9 @@ pub struct ProbeBook {
 }
 
 impl ProbeBook {
-    fn record(&self, pid: u32, frame: Frame, at: Instant) {
+    /// Files one report of `pid`'s probe. The socket receiver calls it with the kernel-attested
+    /// sender; the demo with its fake processes.
+    pub fn record(&self, pid: u32, frame: Frame, at: Instant) {
         let Ok(mut map) = self.inner.lock() else {
             return;
         };

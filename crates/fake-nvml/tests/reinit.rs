@@ -402,8 +402,17 @@ fn demo_node() {
         .current_throttle_reasons()
         .unwrap()
         .contains(ThrottleReasons::GPU_IDLE));
-    // GPU 7: nothing.
-    assert!(dev(7).running_compute_processes().unwrap().is_empty());
-    assert_eq!(dev(7).memory_info().unwrap().used, 0);
+    // GPU 1 is a vGPU guest.
+    assert_eq!(
+        dev(1).virtualization_mode().unwrap(),
+        nvml_wrapper::enum_wrappers::device::GpuVirtualizationMode::Vgpu
+    );
+    // GPU 7: two HAMi tenants, time-sliced: the driver books the whole device to one of them.
+    assert_eq!(dev(7).running_compute_processes().unwrap().len(), 2);
+    assert_eq!(
+        dev(7).process_utilization_stats(None).unwrap().len(),
+        1,
+        "one booked sample"
+    );
     nvml.shutdown().unwrap();
 }

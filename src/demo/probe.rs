@@ -1,0 +1,100 @@
+//! The demo's CUDA probe: reports for the MPS clients of GPU 5 as the probe in those processes
+//! would send them (kernel busy time at the scenario's `sm_util`), filed straight into the
+//! probe book, so `--demo` shows the exact mode beside the honest default of the other GPUs.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{DemoError, ScenarioProcesses};
+use crate::source::probe::{Frame, ProbeBook};
+
+/// The demo processes that carry the probe: GPU 5's MPS clients.
+pub const PROBED_PIDS: [u32; 3] = [45061, 45062, 45063];
+const REPORT_EVERY: Duration = Duration::from_millis(500);
+/// Kernels per busy second, for the kernel counter (1 ms kernels).
+const KERNELS_PER_BUSY_SECOND: f64 = 1000.0;
+
+/// Sends reports until dropped.
+pub struct ProbeFeed {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for ProbeFeed {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Each pid's busy share (0..=1) in the phase running `elapsed_ms` into the scenario.
+fn rates_at(s: &ScenarioProcesses, pids: &[u32], elapsed_ms: u64) -> Vec<f64> {
+    let t = match s.repeat_after_ms {
+        Some(r) if r > 0 => elapsed_ms % r,
+        _ => elapsed_ms,
+    };
+    let phase = s.phases.iter().rev().find(|p| p.at_ms <= t);
+    pids.iter()
+        .map(|pid| {
+            phase
+                .and_then(|p| p.processes.iter().find(|q| q.pid == *pid))
+                .map_or(0.0, |q| f64::from(q.sm_util.min(100)) / 100.0)
+        })
+        .collect()
+}
+
+pub fn start(scenario: &str, pids: &[u32], book: ProbeBook) -> Result<ProbeFeed, DemoError> {
+    let parsed: ScenarioProcesses = serde_yaml::from_str(scenario)?;
+    let pids = pids.to_vec();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("tessera-demo-probe".into())
+        .spawn(move || {
+            let started = Instant::now();
+            let mut busy = vec![0.0f64; pids.len()];
+            let mut last = started;
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::sleep(REPORT_EVERY);
+                let now = Instant::now();
+                let dt = now.duration_since(last).as_secs_f64();
+                last = now;
+                let elapsed_ms = now.duration_since(started).as_millis() as u64;
+                let rates = rates_at(&parsed, &pids, elapsed_ms);
+                for ((pid, b), rate) in pids.iter().zip(&mut busy).zip(rates) {
+                    *b += rate * dt;
+                    let frame = Frame {
+                        busy_ns: (*b * 1e9) as u64,
+                        kernels: (*b * KERNELS_PER_BUSY_SECOND) as u64,
+                        flags: 0,
+                        dropped: 0,
+                    };
+                    book.record(*pid, frame, now);
+                }
+            }
+        })?;
+    Ok(ProbeFeed {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_follow_the_looping_phases() {
+        let s: ScenarioProcesses = serde_yaml::from_str(
+            "repeat_after_ms: 100\nphases:\n  - at_ms: 0\n    processes: [{ pid: 1, sm_util: 25 }]\n  - at_ms: 50\n    processes: [{ pid: 1, sm_util: 70 }, { pid: 2, sm_util: 10 }]\n",
+        )
+        .unwrap();
+        assert_eq!(rates_at(&s, &[1, 2], 10), [0.25, 0.0]);
+        assert_eq!(rates_at(&s, &[1, 2], 60), [0.7, 0.1]);
+        assert_eq!(rates_at(&s, &[1, 2], 130), [0.25, 0.0], "looped");
+    }
+}
