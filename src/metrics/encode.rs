@@ -265,6 +265,10 @@ fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
     opt(&table::GPU_PROCESSES, Some(g.processes.len() as f64));
     if s.mig_enabled != Some(true) {
         opt(&table::GPU_UNATTRIBUTED, g.unattributed);
+        opt(
+            &table::GPU_ACTIVE_CONTAINERS,
+            Some(f64::from(g.active_containers)),
+        );
         out.push_shared(
             &table::GPU_COMPUTE_SPLIT,
             &l,
@@ -483,6 +487,13 @@ fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &Container
         out.push_shared(&table::GPU_CONTAINER_BUSY, &l, None, c.busy_seconds);
     }
     if !c.allocations.is_empty() {
+        let idle_now = c.activity == crate::model::compute::Activity::Idle;
+        out.push_shared(
+            &table::GPU_CONTAINER_IDLE_NOW,
+            &l,
+            None,
+            if idle_now { 1.0 } else { 0.0 },
+        );
         out.push_shared(&table::GPU_CONTAINER_IDLE, &l, None, c.idle_seconds);
         out.push_shared(
             &table::GPU_CONTAINER_ACTIVITY_UNKNOWN,

@@ -102,6 +102,9 @@ pub struct GpuView {
     pub mig: Vec<MigView>,
     pub compute: DeviceSplit,
     pub unattributed: Option<f64>,
+    /// Containers (a process without a known pod counts as one) with a process that may run
+    /// kernels on the GPU this sample.
+    pub active_containers: u32,
     pub containers: Vec<ContainerUse>,
     pub processes: Vec<ProcessView>,
 }
@@ -525,6 +528,19 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         let split = split_device(&facts, activity, mode, false, inputs.activity);
         let gpu_rows = containers(&ctx, &facts, mode, None, &split);
         let unattributed = unattributed_of(&split, &gpu_rows);
+        let active_containers = {
+            let owners: BTreeSet<Option<&PodRef>> = processes
+                .iter()
+                .filter(|p| split.candidates.contains(&p.sample.pid))
+                .map(|p| p.pod.as_deref().filter(|pod| !pod.namespace.is_empty()))
+                .collect();
+            let unknown = processes
+                .iter()
+                .filter(|p| split.candidates.contains(&p.sample.pid))
+                .filter(|p| p.pod.as_deref().is_none_or(|pod| pod.namespace.is_empty()))
+                .count();
+            (owners.iter().filter(|o| o.is_some()).count() + unknown) as u32
+        };
         rows.extend(gpu_rows);
         shares.extend(split.shares.iter().map(|(k, v)| (*k, *v)));
         let (sharers, replica_count) = if mig_enabled {
@@ -556,6 +572,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             mig: mig_views,
             compute: split,
             unattributed,
+            active_containers,
             containers: rows,
             processes,
             sample: gpu.clone(),

@@ -144,6 +144,16 @@ def main():
             c.ok(f"alert firing: {desc} ({', '.join(sorted({h['labels']['alertname'] for h in hits}))}) -- {want.get('why', '')}")
         else:
             c.fail(f"alert not firing: {desc}; firing now: {sorted({x['labels']['alertname'] for x in firing})}")
+    for never in exp.get("must_not_fire") or []:
+        names = re.compile(f"^(?:{never['alert']})$")
+        labels = never.get("labels") or {}
+        hits = [x for x in alerts if names.match(x["labels"]["alertname"])
+                and all(x["labels"].get(k) == v for k, v in labels.items())]
+        desc = f"{never['alert']} {labels}"
+        if hits:
+            c.fail(f"alert must not fire: {desc}: {sorted({h['labels'].get('pod', '') for h in hits})} -- {never.get('why', '')}")
+        else:
+            c.ok(f"alert not firing: {desc} -- {never.get('why', '')}")
     for x in firing:
         text = " ".join(x["annotations"].values())
         if "<no value>" in text or "error executing" in text or "error expanding" in text:
