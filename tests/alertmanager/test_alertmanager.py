@@ -56,7 +56,7 @@ def allocation(node, index, ns, pod):
     return [
         f'gpu_container_allocation{{{g},mig_uuid="",{ctr},workload_kind="Job",workload="{pod}",'
         f'resource="nvidia.com/gpu",device_id="GPU-{node}-{index}"}} 1',
-        f'gpu_container_sm_utilization_ratio{{{g},mig_uuid="",{ctr}}} 0',
+        f'gpu_container_idle{{{g},mig_uuid="",{ctr}}} 1',
         f'gpu_container_memory_used_bytes{{{g},mig_uuid="",{ctr}}} 0',
     ]
 
