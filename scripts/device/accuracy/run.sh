@@ -33,25 +33,32 @@ run_case() { # name, then pairs of duty kind
   wait "${pids[@]}" $W $D $P2 $P
   python3 summarize.py "$name" | tee -a "$OUT/cases.jsonl"
 }
-run_case alone-50 0.5 long
-run_case ts-40-40 0.4 long 0.4 long
-run_case ts-60-20 0.6 long 0.2 long
-run_case ts-30tiny-30long 0.3 tiny 0.3 long
-run_case ts-50-idleholder 0.5 long 0 long
-run_case ts-3x20 0.2 long 0.2 long 0.2 long
+# CASES="alone-50 ts-60-20 ..." runs a subset (default: all).
+want() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
+want alone-50 && run_case alone-50 0.5 long
+want ts-40-40 && run_case ts-40-40 0.4 long 0.4 long
+want ts-60-20 && run_case ts-60-20 0.6 long 0.2 long
+want ts-30tiny-30long && run_case ts-30tiny-30long 0.3 tiny 0.3 long
+want ts-50-idleholder && run_case ts-50-idleholder 0.5 long 0 long
+want ts-3x20 && run_case ts-3x20 0.2 long 0.2 long 0.2 long
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-if nvidia-cuda-mps-control -d; then
-  run_case mps-40-20 0.4 long 0.2 long
-  run_case mps-3x20 0.2 long 0.2 long 0.2 long
-  run_case mps-30tiny-30long 0.3 tiny 0.3 long
+if { want mps-40-20 || want mps-3x20 || want mps-30tiny-30long; } && nvidia-cuda-mps-control -d; then
+  want mps-40-20 && run_case mps-40-20 0.4 long 0.2 long
+  want mps-3x20 && run_case mps-3x20 0.2 long 0.2 long 0.2 long
+  want mps-30tiny-30long && run_case mps-30tiny-30long 0.3 tiny 0.3 long
   echo quit | nvidia-cuda-mps-control; sleep 2
 fi
 kill $T1 $T2; wait $T1 $T2 2>/dev/null
-python3 overhead.py plain | tee -a "$OUT/cases.jsonl"
-CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe-without-tessera | tee -a "$OUT/cases.jsonl"
-python3 -c "import socket,os; s=socket.socket(socket.AF_UNIX); os.path.exists('$TESSERA_PROBE_SOCKET') and os.unlink('$TESSERA_PROBE_SOCKET'); s.bind('$TESSERA_PROBE_SOCKET'); s.listen(8); import time; time.sleep(120)" & L=$!
+# Launch overhead, REPEAT (default 1) rounds, interleaved so drift hits every variant alike:
+# plain; the probe with no socket (it stays off); the probe reporting to a listener.
+rm -f "$TESSERA_PROBE_SOCKET"
+python3 -c "import socket,time; s=socket.socket(socket.AF_UNIX); s.bind('/tmp/probe-listener.sock'); s.listen(64); time.sleep(600)" & L=$!
 sleep 1
-CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe | tee -a "$OUT/cases.jsonl"
-kill $L
+for _ in $(seq "${REPEAT:-1}"); do
+  python3 overhead.py plain | tee -a "$OUT/cases.jsonl"
+  TESSERA_PROBE_SOCKET=/tmp/no-such.sock CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe-no-tessera | tee -a "$OUT/cases.jsonl"
+  TESSERA_PROBE_SOCKET=/tmp/probe-listener.sock CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe | tee -a "$OUT/cases.jsonl"
+done
+kill $L; rm -f /tmp/probe-listener.sock
 exit 0
