@@ -23,6 +23,8 @@ pub use tessera_probe::wire::{Frame, FLAG_DISABLED, FRAME_LEN};
 const MAX_CONNECTIONS: usize = 4096;
 /// Reports kept per process: enough to span the window at one report a second.
 const MAX_REPORTS: usize = 32;
+/// At most ten reports a second are read from one peer.
+const MIN_FRAME_GAP: Duration = Duration::from_millis(100);
 /// A process that stopped reporting is forgotten after this.
 const FORGET_AFTER: Duration = Duration::from_secs(30);
 
@@ -128,8 +130,17 @@ fn bind(path: &Path) -> Result<UnixListener, ProbeSocketError> {
         path: path.to_path_buf(),
         source,
     };
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
+    // Only a stale socket of an earlier run is replaced; anything else at the path is an error
+    // to report, never a file to delete.
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).map_err(err)?,
+        Ok(_) => {
+            return Err(err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "a file that is not a socket is in the way",
+            )))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
     }
@@ -186,6 +197,9 @@ async fn read_frames(mut stream: UnixStream, pid: u32, book: &ProbeBook) {
             // Not our protocol: stop listening to this peer.
             None => return,
         }
+        // The probe reports once a second; a peer that floods is slowed to this pace by its
+        // own full socket buffer instead of costing tessera CPU.
+        tokio::time::sleep(MIN_FRAME_GAP).await;
     }
 }
 
@@ -261,5 +275,22 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         panic!("no report recorded for pid {me}");
+    }
+
+    #[tokio::test]
+    async fn only_a_stale_socket_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.sock");
+        std::fs::write(&path, b"not a socket").unwrap();
+        let e = spawn_receiver(&path, ProbeBook::default())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
+        std::fs::remove_file(&path).unwrap();
+        let first = spawn_receiver(&path, ProbeBook::default()).unwrap();
+        first.abort();
+        // A socket left behind by an earlier run is replaced.
+        spawn_receiver(&path, ProbeBook::default()).unwrap().abort();
     }
 }

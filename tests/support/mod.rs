@@ -265,6 +265,8 @@ const VOLATILE: &[&str] = &[
     "tessera_sample_duration_seconds",
     "gpu_energy_joules_total",
     "gpu_container_idle_seconds_total",
+    // Flips from 0 to 1 once the CPU window shows a holder quiet: asserted, not golden.
+    "gpu_container_idle{",
     "gpu_container_activity_unknown_seconds_total",
     "gpu_container_busy_seconds_total",
     "tessera_samples_total",
