@@ -311,7 +311,7 @@ impl Inputs {
         // Every process busy on the CPU: the split runs its full path on every device.
         let activity = ActivityInputs {
             cpu_cores: cgroups.keys().map(|pid| (*pid, 0.3)).collect(),
-            probe: HashMap::new(),
+            ..ActivityInputs::default()
         };
         Inputs {
             shape,

@@ -251,7 +251,7 @@ async fn run(
     }
 
     if let Some(path) = &settings.probe_socket {
-        let book = tessera::source::probe::ProbeBook::default();
+        let book = tessera::source::probe::ProbeBook::new(settings.activity_window);
         match tessera::source::probe::spawn_receiver(path, book.clone()) {
             Ok(task) => {
                 tasks.push(task);

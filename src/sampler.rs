@@ -218,6 +218,12 @@ impl Sampler {
                 .as_ref()
                 .map(|b| b.readings(&pids, self.cfg.activity_window, now))
                 .unwrap_or_default(),
+            probe_timelines: self
+                .feeds
+                .probe
+                .as_ref()
+                .map(|b| b.timelines(&pids, self.cfg.activity_window, now))
+                .unwrap_or_default(),
         };
         let pod_resources = state_of(&self.feeds.pod_resources);
         let kube = state_of(&self.feeds.kube);

@@ -70,10 +70,9 @@ pub fn start(scenario: &str, pids: &[u32], book: ProbeBook) -> Result<ProbeFeed,
                     let frame = Frame {
                         busy_ns: (*b * 1e9) as u64,
                         kernels: (*b * KERNELS_PER_BUSY_SECOND) as u64,
-                        flags: 0,
-                        dropped: 0,
+                        ..Frame::default()
                     };
-                    book.record(*pid, frame, now);
+                    book.record(*pid, &frame, now);
                 }
             }
         })?;

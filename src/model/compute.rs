@@ -46,6 +46,16 @@ pub struct ProbeReading {
     pub kernels: u64,
 }
 
+/// One process's kernel timeline from the probe over the trailing window, per millisecond
+/// of the probes' shared clock. Every process's timeline covers the same instants.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeTimeline {
+    /// Fraction of each millisecond covered by the process's kernel spans.
+    pub covered: Vec<f64>,
+    /// Of that, what the kernels' solo durations explain (the rest is waiting on others).
+    pub solo: Vec<f64>,
+}
+
 /// Per-process facts beyond NVML, gathered over the same trailing window.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ActivityInputs {
@@ -53,6 +63,7 @@ pub struct ActivityInputs {
     /// first seen this cycle, or procfs unreadable).
     pub cpu_cores: HashMap<u32, f64>,
     pub probe: HashMap<u32, ProbeReading>,
+    pub probe_timelines: HashMap<u32, ProbeTimeline>,
 }
 
 /// How a device's compute was split among its processes this sample.
@@ -217,9 +228,16 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             out.why = "nothing on the device runs kernels".into();
         }
     } else if !probed.is_empty() && probed.len() == candidates.len() {
+        let timelines = (!d.mps && !d.mig_instance && probed.len() > 1)
+            .then(|| time_sliced_shares(&probed, &d.activity.probe_timelines))
+            .flatten();
+        let from_timelines = timelines.is_some();
+        let probed = timelines.unwrap_or(probed);
         let sum: f64 = probed.iter().map(|(_, b)| b).sum();
-        // Under time-slicing a kernel's span includes other tenants' slices; scale the spans
-        // to the busy time the device measured. Under MPS spans overlap for real.
+        // Under time-slicing without timelines, a kernel's span includes other tenants'
+        // slices: scale the spans to the busy time the device measured. With timelines the
+        // split is already per instant; the device's figure only caps it. Under MPS spans
+        // overlap for real.
         let scale = match d.device_activity {
             // A MIG instance's activity is GPM SM activity, not a busy fraction: only keep
             // overlapping spans from adding up past the whole instance.
@@ -240,12 +258,15 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         }
         out.method = SplitMethod::Probe;
         out.probe_scale = Some(scale);
-        out.why = if scale < 1.0 {
-            format!(
+        out.why = match (from_timelines, scale < 1.0) {
+            (true, false) => TIMELINE_WHY.into(),
+            (true, true) => {
+                format!("{TIMELINE_WHY}; capped by {scale:.3} to the device's busy time")
+            }
+            (false, true) => format!(
                 "CUDA probe spans scaled by {scale:.3} to the device's busy time (time-slicing)"
-            )
-        } else {
-            "CUDA probe kernel busy time".into()
+            ),
+            (false, false) => "CUDA probe kernel busy time".into(),
         };
     } else if candidates.len() == 1 && !d.mig_instance {
         // With one process able to run kernels, the device's own utilization is that
@@ -305,6 +326,55 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
     }
     out.shares = shares;
     out
+}
+
+const TIMELINE_WHY: &str = "CUDA probe timelines: each millisecond split among the processes \
+    whose kernels covered it, a kernel counting at most its solo duration";
+
+/// Time-sliced shares from the probes' timelines, or `None` unless every candidate has one.
+///
+/// A time-sliced GPU runs one context at a time, so where several processes' kernel spans
+/// cover the same millisecond it was theirs in turn: each gets its part of the millisecond,
+/// and no more than its kernels' solo durations explain (the rest went to the others and to
+/// switching between them). A millisecond only one process covered is wholly its own.
+fn time_sliced_shares(
+    probed: &[(u32, f64)],
+    timelines: &HashMap<u32, ProbeTimeline>,
+) -> Option<Vec<(u32, f64)>> {
+    let lines: Vec<&ProbeTimeline> = probed
+        .iter()
+        .map(|(pid, _)| timelines.get(pid))
+        .collect::<Option<_>>()?;
+    let len = lines.first()?.covered.len();
+    if len == 0
+        || lines
+            .iter()
+            .any(|l| l.covered.len() != len || l.solo.len() != len)
+    {
+        return None;
+    }
+    let mut busy = vec![0.0; lines.len()];
+    for k in 0..len {
+        let total: f64 = lines.iter().map(|l| l.covered[k]).sum();
+        for (i, l) in lines.iter().enumerate() {
+            let own = l.covered[k];
+            if own <= 0.0 {
+                continue;
+            }
+            busy[i] += if total - own > 0.0 {
+                (own / total.max(1.0)).min(l.solo[k])
+            } else {
+                own
+            };
+        }
+    }
+    Some(
+        probed
+            .iter()
+            .zip(busy)
+            .map(|((pid, _), b)| (*pid, (b / len as f64).clamp(0.0, 1.0)))
+            .collect(),
+    )
 }
 
 /// A container's activity from its processes' shares on one device.

@@ -29,6 +29,7 @@ fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
                 )
             })
             .collect(),
+        probe_timelines: HashMap::new(),
     }
 }
 
@@ -168,6 +169,95 @@ fn probe_spans_are_scaled_under_time_slicing_but_not_under_mps() {
     assert_eq!(s.share_of(1).share, Some(0.42));
     assert_eq!(s.share_of(2).share, Some(0.21));
     assert_eq!(s.probe_scale, Some(1.0));
+}
+
+/// Two time-sliced tenants that both start a burst every 50 ms: `a_ms` and `b_ms` of work.
+/// While both have work, each progresses at `(1 - overhead) / 2` of the GPU; then the one left
+/// runs alone. Returns each one's timeline over `periods` periods, solo shares included.
+fn time_sliced_pair(a_ms: f64, b_ms: f64, overhead: f64, periods: usize) -> [ProbeTimeline; 2] {
+    let rate = (1.0 - overhead) / 2.0;
+    // The lighter tenant finishes while contended; the other then runs alone.
+    let contended = b_ms.min(a_ms) / rate;
+    let heavy_alone = (a_ms.max(b_ms) - b_ms.min(a_ms)).max(0.0);
+    let mut heavy = ProbeTimeline::default();
+    let mut light = ProbeTimeline::default();
+    for _ in 0..periods {
+        for ms in 0..50 {
+            let t = ms as f64;
+            let both = (contended - t).clamp(0.0, 1.0);
+            let alone = (contended + heavy_alone - t).clamp(0.0, 1.0) - both;
+            heavy.covered.push(both + alone);
+            heavy.solo.push(both * rate + alone);
+            light.covered.push(both);
+            light.solo.push(both * rate);
+        }
+    }
+    if a_ms >= b_ms {
+        [heavy, light]
+    } else {
+        [light, heavy]
+    }
+}
+
+#[test]
+fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
+    // 60 % + 20 % with 20 % of contended time lost to switching: spans 0.90 / 0.50, device
+    // busy 0.90. Scaling totals reads 0.58 / 0.32; the timelines read the truth.
+    let [a, b] = time_sliced_pair(30.0, 10.0, 0.2, 10);
+    let spans = |t: &ProbeTimeline| t.covered.iter().sum::<f64>() / t.covered.len() as f64;
+    assert!((spans(&a) - 0.9).abs() < 1e-9 && (spans(&b) - 0.5).abs() < 1e-9);
+    let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];
+    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, spans(&a)), (2, spans(&b))]);
+    let without = run(&procs, Some(0.90), false, &act);
+    let old = without.share_of(2).share.unwrap();
+    assert!(
+        (old - 0.32).abs() < 0.01,
+        "totals alone inflate the light tenant: {old}"
+    );
+    act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
+    let s = run(&procs, Some(0.90), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!(
+        (x - 0.6).abs() < 0.005 && (y - 0.2).abs() < 0.005,
+        "{x} {y}"
+    );
+    assert!(s.why.contains("timelines"), "{}", s.why);
+    // 40 % + 40 %: the device reads 100 % busy, the work is 80 %.
+    let [c, d] = time_sliced_pair(20.0, 20.0, 0.2, 10);
+    act.probe_timelines = HashMap::from([(1, c), (2, d)]);
+    let s = run(&procs, Some(1.0), false, &act);
+    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!(
+        (x - 0.4).abs() < 0.005 && (y - 0.4).abs() < 0.005,
+        "{x} {y}"
+    );
+    // The device's figure still caps what the timelines give.
+    act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
+    let s = run(&procs, Some(0.40), false, &act);
+    let sum = s.share_of(1).share.unwrap() + s.share_of(2).share.unwrap();
+    assert!((sum - 0.40).abs() < 1e-9, "{sum}");
+    assert!(s.why.contains("capped"), "{}", s.why);
+}
+
+#[test]
+fn timelines_are_used_only_when_every_tenant_has_one_and_never_under_mps() {
+    let [a, b] = time_sliced_pair(30.0, 10.0, 0.2, 2);
+    let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];
+    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.9), (2, 0.5)]);
+    act.probe_timelines = HashMap::from([(1, a.clone())]);
+    let s = run(&procs, Some(0.90), false, &act);
+    assert!(s.why.contains("scaled"), "{}", s.why);
+    // Timelines of different lengths cannot be set side by side.
+    let mut short = b.clone();
+    short.covered.pop();
+    short.solo.pop();
+    act.probe_timelines = HashMap::from([(1, a.clone()), (2, short)]);
+    assert!(run(&procs, Some(0.90), false, &act).why.contains("scaled"));
+    // Under MPS kernels of several clients run at once: spans are the answer.
+    act.probe_timelines = HashMap::from([(1, a), (2, b)]);
+    let s = run(&procs, Some(0.90), true, &act);
+    assert_eq!(s.share_of(1).share, Some(0.9));
 }
 
 #[test]

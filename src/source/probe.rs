@@ -15,9 +15,10 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinHandle;
 
-use crate::model::compute::ProbeReading;
+use crate::model::compute::{ProbeReading, ProbeTimeline};
 
-pub use tessera_probe::wire::{Frame, FLAG_DISABLED, FRAME_LEN};
+use tessera_probe::wire::HEADER_LEN;
+pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL};
 
 /// More connections than any node runs GPU processes; past this new ones are refused.
 const MAX_CONNECTIONS: usize = 4096;
@@ -27,23 +28,116 @@ const MAX_REPORTS: usize = 32;
 const MIN_FRAME_GAP: Duration = Duration::from_millis(100);
 /// A process that stopped reporting is forgotten after this.
 const FORGET_AFTER: Duration = Duration::from_secs(30);
+/// Timelines are read this far behind a process's latest report: kernels still running when
+/// it flushed its records arrive a report or two later.
+const TIMELINE_LAG: Duration = Duration::from_secs(2);
+/// A timeline is used only if its process reported this recently (it reports every second).
+const TIMELINE_FRESH: Duration = Duration::from_millis(1500);
+
+/// One process's kernel timeline as received: dense buckets from `first`.
+#[derive(Debug, Default)]
+struct Timeline {
+    first: u64,
+    buckets: VecDeque<Bucket>,
+    /// The probe measured every bucket from here on; earlier ones are unknown.
+    complete_from: u64,
+    /// The probe's clock at its latest report, and when tessera received that report.
+    clock: Option<(u64, Instant)>,
+}
+
+impl Timeline {
+    /// Writes a frame's buckets in, keeping at most `keep` buckets. Buckets carry absolute
+    /// values, so one sent again replaces the earlier copy; nothing a peer sends can make
+    /// this hold more than `keep`.
+    fn merge(&mut self, first: u64, buckets: &[Bucket], keep: usize) {
+        let Some(end) = first.checked_add(buckets.len() as u64) else {
+            return;
+        };
+        let cur_end = self.first + self.buckets.len() as u64;
+        let new_end = end.max(cur_end);
+        let new_first = self.first.max(new_end.saturating_sub(keep as u64));
+        if new_first >= cur_end {
+            self.buckets.clear();
+        } else {
+            self.buckets.drain(..(new_first - self.first) as usize);
+        }
+        self.first = new_first;
+        self.buckets
+            .resize((new_end - self.first) as usize, Bucket::default());
+        for (i, b) in buckets.iter().enumerate() {
+            let at = first + i as u64;
+            if at >= self.first {
+                self.buckets[(at - self.first) as usize] = *b;
+            }
+        }
+    }
+
+    /// The `len` buckets ending `lag` before the process's clock now, as fractions of a
+    /// bucket; `None` unless the process measured all of them and reported recently.
+    fn window(&self, len: usize, lag: Duration, now: Instant) -> Option<ProbeTimeline> {
+        let (clock_ns, at) = self.clock?;
+        let since = now.saturating_duration_since(at);
+        if since > TIMELINE_FRESH {
+            return None;
+        }
+        let end_ns = clock_ns
+            .checked_add(since.as_nanos() as u64)?
+            .checked_sub(lag.as_nanos() as u64)?;
+        let end = end_ns / BUCKET_NS;
+        let start = end.checked_sub(len as u64)?;
+        if start < self.complete_from {
+            return None;
+        }
+        let mut out = ProbeTimeline {
+            covered: vec![0.0; len],
+            solo: vec![0.0; len],
+        };
+        for b in start.max(self.first)..end.min(self.first + self.buckets.len() as u64) {
+            let v = self.buckets[(b - self.first) as usize];
+            let k = (b - start) as usize;
+            out.covered[k] = (f64::from(v.covered_us) * 1e3 / BUCKET_NS as f64).min(1.0);
+            out.solo[k] = (f64::from(v.solo_us) * 1e3 / BUCKET_NS as f64).min(out.covered[k]);
+        }
+        Some(out)
+    }
+}
 
 #[derive(Debug, Default)]
 struct PidReports {
-    reports: VecDeque<(Instant, Frame)>,
+    /// (received, busy ns, kernels)
+    reports: VecDeque<(Instant, u64, u64)>,
     disabled: bool,
+    /// Only once a full frame (the first of a connection) arrived.
+    timeline: Option<Timeline>,
 }
 
 /// What the receiver has heard, shared with the sampler thread.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct ProbeBook {
     inner: Arc<Mutex<HashMap<u32, PidReports>>>,
+    /// Buckets kept per process: the activity window, the lag and a second to spare.
+    keep_buckets: usize,
+}
+
+impl Default for ProbeBook {
+    fn default() -> Self {
+        ProbeBook::new(Duration::from_secs(5))
+    }
 }
 
 impl ProbeBook {
+    /// A book that can answer for trailing windows up to `window`.
+    pub fn new(window: Duration) -> Self {
+        let keep = window + TIMELINE_LAG + Duration::from_secs(2);
+        ProbeBook {
+            inner: Arc::default(),
+            keep_buckets: (keep.as_nanos() / u128::from(BUCKET_NS)) as usize,
+        }
+    }
+
     /// Files one report of `pid`'s probe. The socket receiver calls it with the kernel-attested
     /// sender; the demo with its fake processes.
-    pub fn record(&self, pid: u32, frame: Frame, at: Instant) {
+    pub fn record(&self, pid: u32, frame: &Frame, at: Instant) {
         let Ok(mut map) = self.inner.lock() else {
             return;
         };
@@ -55,14 +149,30 @@ impl ProbeBook {
         // reused PID (or a lie), and history before it means nothing.
         if e.reports
             .back()
-            .is_some_and(|(_, f)| frame.busy_ns < f.busy_ns || frame.kernels < f.kernels)
+            .is_some_and(|(_, busy, kernels)| frame.busy_ns < *busy || frame.kernels < *kernels)
         {
             e.reports.clear();
+            e.timeline = None;
         }
         e.disabled = frame.flags & FLAG_DISABLED != 0;
-        e.reports.push_back((at, frame));
+        e.reports.push_back((at, frame.busy_ns, frame.kernels));
         while e.reports.len() > MAX_REPORTS {
             e.reports.pop_front();
+        }
+        if frame.now_ns == 0 || e.disabled {
+            e.timeline = None;
+            return;
+        }
+        if frame.flags & FLAG_FULL != 0 {
+            e.timeline = Some(Timeline {
+                first: frame.first_bucket,
+                complete_from: frame.complete_from,
+                ..Timeline::default()
+            });
+        }
+        if let Some(t) = e.timeline.as_mut() {
+            t.merge(frame.first_bucket, &frame.buckets, self.keep_buckets);
+            t.clock = Some((frame.now_ns, at));
         }
     }
 
@@ -79,7 +189,7 @@ impl ProbeBook {
         map.retain(|_, r| {
             r.reports
                 .back()
-                .is_some_and(|(t, _)| now.saturating_duration_since(*t) < FORGET_AFTER)
+                .is_some_and(|(t, _, _)| now.saturating_duration_since(*t) < FORGET_AFTER)
         });
         pids.iter()
             .filter_map(|pid| {
@@ -87,27 +197,49 @@ impl ProbeBook {
                 if r.disabled {
                     return None;
                 }
-                let (t1, last) = *r.reports.back()?;
+                let (t1, last_busy, last_kernels) = *r.reports.back()?;
                 let first = r
                     .reports
                     .iter()
-                    .find(|(t, _)| t1.saturating_duration_since(*t) <= window)
+                    .find(|(t, _, _)| t1.saturating_duration_since(*t) <= window)
                     .copied();
-                let busy_ratio = first.and_then(|(t0, f0)| {
+                let busy_ratio = first.and_then(|(t0, busy0, _)| {
                     let dt = t1.saturating_duration_since(t0).as_secs_f64();
                     // Two reports at least a second apart, and the newest one recent.
                     (dt >= 1.0 && now.saturating_duration_since(t1) <= window).then(|| {
-                        (last.busy_ns.saturating_sub(f0.busy_ns) as f64 / 1e9 / dt).clamp(0.0, 1.0)
+                        (last_busy.saturating_sub(busy0) as f64 / 1e9 / dt).clamp(0.0, 1.0)
                     })
                 });
                 Some((
                     *pid,
                     ProbeReading {
                         busy_ratio,
-                        busy_seconds: last.busy_ns as f64 / 1e9,
-                        kernels: last.kernels,
+                        busy_seconds: last_busy as f64 / 1e9,
+                        kernels: last_kernels,
                     },
                 ))
+            })
+            .collect()
+    }
+
+    /// Each asked-for process's kernel timeline over the trailing `window`, ending
+    /// `TIMELINE_LAG` ago by the probes' shared clock. Every process places the window by its
+    /// own latest report, so one that misstates its clock misplaces only its own timeline.
+    pub fn timelines(
+        &self,
+        pids: &[u32],
+        window: Duration,
+        now: Instant,
+    ) -> HashMap<u32, ProbeTimeline> {
+        let Ok(map) = self.inner.lock() else {
+            return HashMap::new();
+        };
+        let len = ((window.as_nanos() / u128::from(BUCKET_NS)) as usize).min(self.keep_buckets);
+        pids.iter()
+            .filter_map(|pid| {
+                let r = map.get(pid)?;
+                let t = r.timeline.as_ref().filter(|_| !r.disabled)?;
+                Some((*pid, t.window(len, TIMELINE_LAG, now)?))
             })
             .collect()
     }
@@ -187,16 +319,27 @@ pub fn spawn_receiver(path: &Path, book: ProbeBook) -> Result<JoinHandle<()>, Pr
 }
 
 async fn read_frames(mut stream: UnixStream, pid: u32, book: &ProbeBook) {
-    let mut buf = [0u8; FRAME_LEN];
+    let mut head = [0u8; HEADER_LEN];
+    let mut body = Vec::new();
     loop {
-        if stream.read_exact(&mut buf).await.is_err() {
+        if stream.read_exact(&mut head[..8]).await.is_err() {
             return;
         }
-        match Frame::decode(&buf) {
-            Some(f) => book.record(pid, f, Instant::now()),
-            // Not our protocol: stop listening to this peer.
-            None => return,
+        // Not our protocol: stop listening to this peer.
+        let Some(rest) = head[..8].try_into().ok().and_then(Frame::rest_of_header) else {
+            return;
+        };
+        if stream.read_exact(&mut head[8..8 + rest]).await.is_err() {
+            return;
         }
+        let Some(h) = Frame::decode_header(&head[..8 + rest]) else {
+            return;
+        };
+        body.resize(h.bucket_bytes, 0);
+        if stream.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        book.record(pid, &h.frame.with_buckets(&body), Instant::now());
         // The probe reports once a second; a peer that floods is slowed to this pace by its
         // own full socket buffer instead of costing tessera CPU.
         tokio::time::sleep(MIN_FRAME_GAP).await;
@@ -212,8 +355,7 @@ mod tests {
         Frame {
             busy_ns: busy_ms * 1_000_000,
             kernels,
-            flags: 0,
-            dropped: 0,
+            ..Frame::default()
         }
     }
 
@@ -222,7 +364,7 @@ mod tests {
         let book = ProbeBook::default();
         let t0 = Instant::now();
         for s in 0..=6u64 {
-            book.record(7, frame(400 * s, 10 * s), t0 + Duration::from_secs(s));
+            book.record(7, &frame(400 * s, 10 * s), t0 + Duration::from_secs(s));
         }
         let now = t0 + Duration::from_secs(6);
         let r = book.readings(&[7, 8], Duration::from_secs(5), now);
@@ -231,7 +373,7 @@ mod tests {
         assert!((r7.busy_ratio.unwrap() - 0.4).abs() < 1e-9);
         assert_eq!(r7.kernels, 60);
         // A smaller counter: history is dropped, no ratio until a second report.
-        book.record(7, frame(10, 1), now + Duration::from_secs(1));
+        book.record(7, &frame(10, 1), now + Duration::from_secs(1));
         let r = book.readings(&[7], Duration::from_secs(5), now + Duration::from_secs(1));
         assert_eq!(r[&7].busy_ratio, None);
         // Silent for longer than the window: no ratio; longer still: forgotten.
@@ -245,13 +387,97 @@ mod tests {
     fn a_disabled_probe_says_nothing() {
         let book = ProbeBook::default();
         let t0 = Instant::now();
-        book.record(3, frame(0, 0), t0);
+        book.record(3, &frame(0, 0), t0);
         let mut f = frame(500, 5);
         f.flags = FLAG_DISABLED;
-        book.record(3, f, t0 + Duration::from_secs(2));
+        book.record(3, &f, t0 + Duration::from_secs(2));
         assert!(book
             .readings(&[3], Duration::from_secs(5), t0 + Duration::from_secs(2))
             .is_empty());
+    }
+
+    const MS: u64 = BUCKET_NS;
+
+    fn timeline_frame(now_ms: u64, first: u64, covered: &[u16], flags: u32) -> Frame {
+        Frame {
+            busy_ns: now_ms * MS,
+            kernels: now_ms,
+            flags,
+            now_ns: now_ms * MS,
+            complete_from: 1_000,
+            first_bucket: first,
+            buckets: covered
+                .iter()
+                .map(|&c| Bucket {
+                    covered_us: c,
+                    solo_us: c / 2,
+                })
+                .collect(),
+            ..Frame::default()
+        }
+    }
+
+    #[test]
+    fn timelines_are_read_behind_the_processes_clock_once_complete() {
+        let book = ProbeBook::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        // Clock at 10 s; buckets 5000..9999 fully covered.
+        book.record(
+            1,
+            &timeline_frame(10_000, 5_000, &[1000; 3_000], FLAG_FULL),
+            t0,
+        );
+        let w = Duration::from_secs(2);
+        let tl = book.timelines(&[1], w, t0);
+        // The window ends 2 s behind the clock: buckets 6000..8000.
+        let t = &tl[&1];
+        assert_eq!(t.covered.len(), 2_000);
+        assert!(t.covered.iter().all(|&c| c == 1.0));
+        assert!(t.solo.iter().all(|&c| c == 0.5));
+        // Half a second later by tessera's clock, the window has moved half a second on.
+        let t = &book.timelines(&[1], w, t0 + Duration::from_millis(500))[&1];
+        assert_eq!(t.covered.iter().filter(|&&c| c == 1.0).count(), 1_500);
+        // Without a recent report there is no timeline.
+        assert!(book
+            .timelines(&[1], w, t0 + Duration::from_secs(2))
+            .is_empty());
+        // A process whose probe started inside the window has none either.
+        let mut young = timeline_frame(10_000, 9_000, &[1000; 10], FLAG_FULL);
+        young.complete_from = 7_000;
+        book.record(2, &young, t0);
+        assert!(book.timelines(&[2], w, t0).is_empty());
+    }
+
+    #[test]
+    fn incremental_frames_replace_buckets_and_nothing_grows_past_the_keep() {
+        let book = ProbeBook::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        book.record(1, &timeline_frame(9_000, 8_000, &[100; 10], FLAG_FULL), t0);
+        // The same buckets again with more in them (a late record): replaced, not added.
+        book.record(1, &timeline_frame(9_001, 8_000, &[300; 10], 0), t0);
+        {
+            let map = book.inner.lock().unwrap();
+            let t = map[&1].timeline.as_ref().unwrap();
+            assert_eq!(t.buckets[0].covered_us, 300);
+        }
+        // A hostile far-future bucket index: the kept run stays bounded.
+        book.record(1, &timeline_frame(9_002, u64::MAX - 5, &[1; 5], 0), t0);
+        book.record(1, &timeline_frame(9_003, 1 << 60, &[1; 5], 0), t0);
+        let map = book.inner.lock().unwrap();
+        let t = map[&1].timeline.as_ref().unwrap();
+        assert!(t.buckets.len() <= book.keep_buckets, "{}", t.buckets.len());
+    }
+
+    #[test]
+    fn a_frame_without_a_clock_or_before_a_full_one_gives_no_timeline() {
+        let book = ProbeBook::default();
+        let t0 = Instant::now();
+        // Incremental frame first (tessera missed the connection's start): ignored.
+        book.record(1, &timeline_frame(10_000, 9_000, &[1000; 10], 0), t0);
+        assert!(book.timelines(&[1], Duration::from_secs(1), t0).is_empty());
+        // Version 1 frames carry no clock.
+        book.record(2, &frame(5, 1), t0);
+        assert!(book.timelines(&[2], Duration::from_secs(1), t0).is_empty());
     }
 
     #[tokio::test]
@@ -264,7 +490,7 @@ mod tests {
         c.write_all(&frame(100, 1).encode()).await.unwrap();
         c.write_all(&frame(900, 9).encode()).await.unwrap();
         // Garbage ends the conversation without touching what was recorded.
-        c.write_all(&[0xff; FRAME_LEN]).await.unwrap();
+        c.write_all(&[0xff; HEADER_LEN]).await.unwrap();
         let me = std::process::id();
         for _ in 0..100 {
             let r = book.readings(&[me], Duration::from_secs(5), Instant::now());

@@ -9,6 +9,7 @@
 //!
 //! CUPTI is loaded at run time, so nothing CUDA is needed to build this crate.
 
+pub mod solo;
 pub mod spans;
 pub mod wire;
 
@@ -21,8 +22,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use solo::{KernelShape, SoloDurations};
 use spans::Spans;
-use wire::{Frame, DEFAULT_SOCKET, FLAG_DISABLED};
+use wire::{Frame, DEFAULT_SOCKET, FLAG_DISABLED, FLAG_FULL};
 
 type CuptiResult = c_int;
 const CUPTI_SUCCESS: CuptiResult = 0;
@@ -32,6 +34,11 @@ const ACTIVITY_KIND_CONCURRENT_KERNEL: u32 = 10;
 /// start and end timestamps (ns) follow at these offsets.
 const KERNEL_START_OFFSET: usize = 16;
 const KERNEL_END_OFFSET: usize = 24;
+/// Launch shape (grid x/y/z, block x/y/z), dynamic shared memory and the name pointer sit at
+/// the same offsets in every kernel record version since `CUpti_ActivityKernel4`.
+const KERNEL_GRID_OFFSET: usize = 52;
+const KERNEL_DYNAMIC_SHARED_OFFSET: usize = 80;
+const KERNEL_NAME_OFFSET: usize = 104;
 /// Large buffers mean few completions: the per-kernel cost stays one record write.
 const BUFFER_BYTES: usize = 4 << 20;
 const BUFFER_ALIGN: usize = 8;
@@ -47,15 +54,13 @@ struct Cupti {
     next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u32) -> CuptiResult,
     flush_all: unsafe extern "C" fn(u32) -> CuptiResult,
     register: unsafe extern "C" fn(RequestFn, CompleteFn) -> CuptiResult,
+    /// The clock kernel records are stamped with; without it there is no timeline.
+    timestamp: Option<unsafe extern "C" fn(*mut u64) -> CuptiResult>,
 }
 
 static CUPTI: OnceLock<Cupti> = OnceLock::new();
-static SPANS: Mutex<Spans> = Mutex::new(Spans {
-    busy_ns: 0,
-    kernels: 0,
-    covered_until: 0,
-    batch: Vec::new(),
-});
+static SPANS: Mutex<Spans> = Mutex::new(Spans::new());
+static SOLO: Mutex<SoloDurations> = Mutex::new(SoloDurations::new());
 static DISABLED: AtomicBool = AtomicBool::new(false);
 static DROPPED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
@@ -90,6 +95,7 @@ fn load_cupti() -> Option<Cupti> {
             let next_record = *lib.get(b"cuptiActivityGetNextRecord\0").ok()?;
             let flush_all = *lib.get(b"cuptiActivityFlushAll\0").ok()?;
             let register = *lib.get(b"cuptiActivityRegisterCallbacks\0").ok()?;
+            let timestamp = lib.get(b"cuptiGetTimestamp\0").ok().map(|f| *f);
             Cupti {
                 _lib: lib,
                 enable,
@@ -97,6 +103,7 @@ fn load_cupti() -> Option<Cupti> {
                 next_record,
                 flush_all,
                 register,
+                timestamp,
             }
         };
         return Some(cupti);
@@ -142,10 +149,11 @@ unsafe extern "C" fn buffer_completed(
         if buf.is_null() {
             return;
         }
-        if let (Some(cupti), Ok(mut spans)) = (CUPTI.get(), SPANS.lock()) {
+        if let (Some(cupti), Ok(mut spans), Ok(mut solo)) = (CUPTI.get(), SPANS.lock(), SOLO.lock())
+        {
             let mut record: *mut u32 = std::ptr::null_mut();
             // SAFETY: `buf` holds `valid` bytes of records; CUPTI hands back pointers into it,
-            // and every kernel record is at least KERNEL_END_OFFSET + 8 bytes long.
+            // and every kernel record is at least KERNEL_NAME_OFFSET + 8 bytes long.
             unsafe {
                 while (cupti.next_record)(buf, valid, &mut record) == CUPTI_SUCCESS {
                     if record.is_null() {
@@ -156,7 +164,15 @@ unsafe extern "C" fn buffer_completed(
                         let base = record.cast::<u8>();
                         let start = base.add(KERNEL_START_OFFSET).cast::<u64>().read_unaligned();
                         let end = base.add(KERNEL_END_OFFSET).cast::<u64>().read_unaligned();
-                        spans.push(start, end);
+                        let u32_at = |off: usize| base.add(off).cast::<u32>().read_unaligned();
+                        let shape = KernelShape {
+                            name: base.add(KERNEL_NAME_OFFSET).cast::<u64>().read_unaligned(),
+                            grid: [0, 4, 8].map(|o| u32_at(KERNEL_GRID_OFFSET + o)),
+                            block: [12, 16, 20].map(|o| u32_at(KERNEL_GRID_OFFSET + o)),
+                            dynamic_shared: u32_at(KERNEL_DYNAMIC_SHARED_OFFSET),
+                        };
+                        let solo_ns = solo.observe(shape, end.saturating_sub(start), end);
+                        spans.push(start, end, solo_ns);
                     }
                 }
             }
@@ -177,21 +193,31 @@ fn disable(cupti: &Cupti) {
     }
 }
 
-fn snapshot() -> Frame {
-    let (busy_ns, kernels) = SPANS
-        .lock()
-        .map(|s| (s.busy_ns, s.kernels))
-        .unwrap_or_default();
-    Frame {
-        busy_ns,
-        kernels,
-        flags: if DISABLED.load(Ordering::Relaxed) {
-            FLAG_DISABLED
-        } else {
-            0
-        },
+fn cupti_now() -> Option<u64> {
+    let f = CUPTI.get()?.timestamp?;
+    let mut t = 0u64;
+    // SAFETY: CUPTI writes one u64 through the pointer.
+    (unsafe { f(&mut t) } == CUPTI_SUCCESS && t > 0).then_some(t)
+}
+
+/// The frame to send; `full` on a new connection, so tessera starts from all the probe keeps.
+fn snapshot(full: bool) -> Frame {
+    let disabled = DISABLED.load(Ordering::Relaxed);
+    let mut frame = Frame {
+        flags: if disabled { FLAG_DISABLED } else { 0 } | if full { FLAG_FULL } else { 0 },
         dropped: DROPPED.load(Ordering::Relaxed),
+        ..Frame::default()
+    };
+    if let Ok(mut s) = SPANS.lock() {
+        frame.busy_ns = s.busy_ns;
+        frame.kernels = s.kernels;
+        if let Some(now) = cupti_now().filter(|_| !disabled) {
+            frame.now_ns = now;
+            frame.complete_from = s.complete_from;
+            (frame.first_bucket, frame.buckets) = s.take_buckets(full);
+        }
     }
+    frame
 }
 
 /// Flushes completed records and reports once a second, reconnecting when tessera restarts.
@@ -208,19 +234,20 @@ fn reporter(socket: PathBuf) {
                 }
             }
         }
-        let frame = snapshot();
         let pid = std::process::id();
         // A forked child must not speak on its parent's connection.
         if conn.as_ref().is_some_and(|(p, _)| *p != pid) {
             conn = None;
         }
-        if conn.is_none() {
+        let full = conn.is_none();
+        if full {
             conn = UnixStream::connect(&socket).ok().map(|s| {
                 let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
                 (pid, s)
             });
         }
         if let Some((_, s)) = conn.as_mut() {
+            let frame = snapshot(full);
             if s.write_all(&frame.encode()).is_err() {
                 conn = None;
             }
@@ -240,6 +267,9 @@ fn initialize() -> bool {
         return true;
     };
     let cupti = CUPTI.get_or_init(|| cupti);
+    if let (Some(now), Ok(mut spans)) = (cupti_now(), SPANS.lock()) {
+        spans.start_at(now);
+    }
     // SAFETY: registering our callbacks and enabling one activity kind, as CUPTI documents.
     let ok = unsafe {
         (cupti.register)(buffer_requested, buffer_completed) == CUPTI_SUCCESS

@@ -1,5 +1,10 @@
 //! Kernel busy time as the union of kernel [start, end] spans: concurrent kernels of one
-//! process (several streams) must not count twice.
+//! process (several streams) must not count twice. Besides the total, the union is kept as a
+//! millisecond timeline (see `wire`), with each kernel's solo-equivalent share of its span.
+
+use std::collections::BTreeMap;
+
+use crate::wire::{Bucket, BUCKET_NS, MAX_BUCKETS};
 
 /// Accumulates the union of spans that arrive in batches (one CUPTI buffer at a time).
 #[derive(Debug, Default)]
@@ -7,14 +12,39 @@ pub struct Spans {
     pub busy_ns: u64,
     pub kernels: u64,
     pub(crate) covered_until: u64,
-    pub(crate) batch: Vec<(u64, u64)>,
+    /// (start, end, solo ns) of kernels not folded in yet.
+    pub(crate) batch: Vec<(u64, u64, u64)>,
+    /// Bucket index → (covered ns, solo-equivalent ns), only buckets with kernel time.
+    pub(crate) timeline: BTreeMap<u64, (u32, u32)>,
+    /// Lowest bucket changed since the last frame.
+    pub(crate) dirty_from: Option<u64>,
+    /// Every bucket from here on was measured (raised when old buckets are let go).
+    pub(crate) complete_from: u64,
 }
 
 impl Spans {
-    pub fn push(&mut self, start: u64, end: u64) {
+    pub const fn new() -> Self {
+        Spans {
+            busy_ns: 0,
+            kernels: 0,
+            covered_until: 0,
+            batch: Vec::new(),
+            timeline: BTreeMap::new(),
+            dirty_from: None,
+            complete_from: 0,
+        }
+    }
+
+    /// The probe started measuring at `now_ns`: buckets before it are not its to claim.
+    pub fn start_at(&mut self, now_ns: u64) {
+        self.complete_from = now_ns / BUCKET_NS;
+    }
+
+    /// One kernel; `solo_ns` is how long it would have taken alone (at most `end - start`).
+    pub fn push(&mut self, start: u64, end: u64, solo_ns: u64) {
         self.kernels += 1;
         if end > start {
-            self.batch.push((start, end));
+            self.batch.push((start, end, solo_ns.min(end - start)));
         }
     }
 
@@ -23,15 +53,74 @@ impl Spans {
     /// a little time in a gap but never counts time twice.
     pub fn flush_batch(&mut self) {
         self.batch.sort_unstable();
-        for &(start, end) in &self.batch {
+        let batch = std::mem::take(&mut self.batch);
+        for &(start, end, solo) in &batch {
             if end <= self.covered_until {
                 continue;
             }
             let from = start.max(self.covered_until);
             self.busy_ns += end - from;
             self.covered_until = end;
+            self.add_to_timeline(from, end, solo as f64 / (end - start) as f64);
         }
+        self.batch = batch;
         self.batch.clear();
+        self.let_go_of_old_buckets();
+    }
+
+    fn add_to_timeline(&mut self, from: u64, end: u64, solo_ratio: f64) {
+        let last = (end - 1) / BUCKET_NS;
+        // A span longer than what is kept only fills what is kept.
+        let first = (from / BUCKET_NS).max(last.saturating_sub(MAX_BUCKETS as u64 - 1));
+        for b in first..=last {
+            let lo = from.max(b * BUCKET_NS);
+            let hi = end.min((b + 1) * BUCKET_NS);
+            if hi <= lo {
+                continue;
+            }
+            let ns = hi - lo;
+            let e = self.timeline.entry(b).or_default();
+            e.0 = (e.0 as u64 + ns).min(BUCKET_NS) as u32;
+            e.1 = ((e.1 as f64 + ns as f64 * solo_ratio) as u64).min(u64::from(e.0)) as u32;
+        }
+        self.dirty_from = Some(self.dirty_from.map_or(first, |d| d.min(first)));
+    }
+
+    fn let_go_of_old_buckets(&mut self) {
+        let Some(&newest) = self.timeline.keys().next_back() else {
+            return;
+        };
+        let keep_from = newest.saturating_sub(MAX_BUCKETS as u64 - 1);
+        if keep_from > self.complete_from {
+            self.complete_from = keep_from;
+        }
+        self.timeline = self.timeline.split_off(&keep_from);
+        if let Some(d) = self.dirty_from.as_mut() {
+            *d = (*d).max(keep_from);
+        }
+    }
+
+    /// The buckets a frame carries: everything kept (`full`, the first frame of a connection)
+    /// or what changed since the last frame, densely from the first. Clears the change mark.
+    pub fn take_buckets(&mut self, full: bool) -> (u64, Vec<Bucket>) {
+        let from = if full {
+            self.timeline.keys().next().copied()
+        } else {
+            self.dirty_from
+        };
+        self.dirty_from = None;
+        let (Some(from), Some(&newest)) = (from, self.timeline.keys().next_back()) else {
+            return (0, Vec::new());
+        };
+        let from = from.max(newest.saturating_sub(MAX_BUCKETS as u64 - 1));
+        let mut out = vec![Bucket::default(); (newest - from + 1) as usize];
+        for (&b, &(covered, solo)) in self.timeline.range(from..=newest) {
+            out[(b - from) as usize] = Bucket {
+                covered_us: (covered / 1000) as u16,
+                solo_us: (solo / 1000) as u16,
+            };
+        }
+        (from, out)
     }
 }
 
@@ -41,18 +130,66 @@ mod tests {
 
     #[test]
     fn overlapping_and_nested_spans_count_once() {
-        let mut s = Spans::default();
-        s.push(100, 200);
-        s.push(150, 250); // overlaps
-        s.push(160, 170); // nested
-        s.push(300, 400);
-        s.push(500, 500); // empty: counted as a kernel, no time
+        let mut s = Spans::new();
+        s.push(100, 200, 100);
+        s.push(150, 250, 100); // overlaps
+        s.push(160, 170, 10); // nested
+        s.push(300, 400, 100);
+        s.push(500, 500, 0); // empty: counted as a kernel, no time
         s.flush_batch();
         assert_eq!(s.busy_ns, 250);
         assert_eq!(s.kernels, 5);
         // A later batch that starts inside what was covered.
-        s.push(350, 450);
+        s.push(350, 450, 100);
         s.flush_batch();
         assert_eq!(s.busy_ns, 300);
+    }
+
+    const MS: u64 = BUCKET_NS;
+
+    #[test]
+    fn the_timeline_splits_spans_into_milliseconds_with_their_solo_share() {
+        let mut s = Spans::new();
+        s.start_at(10 * MS);
+        // 2.5 ms span whose kernel alone takes 1.25 ms: half of every covered µs is solo.
+        s.push(10 * MS + MS / 2, 13 * MS, 1_250_000);
+        s.flush_batch();
+        let (first, buckets) = s.take_buckets(true);
+        assert_eq!(first, 10);
+        let covered: Vec<u16> = buckets.iter().map(|b| b.covered_us).collect();
+        let solo: Vec<u16> = buckets.iter().map(|b| b.solo_us).collect();
+        assert_eq!(covered, [500, 1000, 1000]);
+        assert_eq!(solo, [250, 500, 500]);
+        assert_eq!(s.complete_from, 10);
+        // Nothing changed since: an incremental frame carries nothing.
+        assert!(s.take_buckets(false).1.is_empty());
+        // A late kernel in bucket 20 only: the incremental frame starts there.
+        s.push(20 * MS, 20 * MS + 100_000, 100_000);
+        s.flush_batch();
+        let (first, buckets) = s.take_buckets(false);
+        assert_eq!((first, buckets.len()), (20, 1));
+        assert_eq!(buckets[0].covered_us, 100);
+    }
+
+    #[test]
+    fn a_bucket_never_holds_more_than_a_millisecond_and_old_ones_are_let_go() {
+        let mut s = Spans::new();
+        s.push(0, MS, MS);
+        s.flush_batch();
+        s.push(0, MS, MS); // late duplicate: skipped by the union
+        s.flush_batch();
+        assert_eq!(s.timeline[&0], (1_000_000, 1_000_000));
+        // 20 s later: the first bucket falls out of what is kept.
+        s.push(20_000 * MS, 20_000 * MS + 10, 10);
+        s.flush_batch();
+        assert!(!s.timeline.contains_key(&0));
+        assert_eq!(s.complete_from, 20_000 - MAX_BUCKETS as u64 + 1);
+        let (first, buckets) = s.take_buckets(true);
+        assert_eq!(first, 20_000);
+        assert_eq!(buckets.len(), 1);
+        // A span longer than all that is kept touches only the kept buckets.
+        s.push(20_001 * MS, 60_000 * MS, 1);
+        s.flush_batch();
+        assert!(s.timeline.len() <= MAX_BUCKETS);
     }
 }

@@ -1,17 +1,47 @@
-//! The one message the probe sends tessera, over a UNIX stream socket. Fixed size, no
-//! parsing beyond a magic and a version: the receiver must be cheap and hard to confuse.
+//! The one message the probe sends tessera, over a UNIX stream socket. A fixed header, then a
+//! bounded run of fixed-size buckets: the receiver must be cheap and hard to confuse.
+//!
+//! Version 2 adds the process's kernel *timeline*: per millisecond of the shared CUPTI clock,
+//! how much of it this process's kernels covered, and how much of that their solo durations
+//! explain. Under time-slicing a kernel's span includes the other tenants' slices, and only
+//! the timelines of all tenants side by side tell whose time an instant was. Version 1 (totals
+//! only) is still read.
 
 /// Layout, little-endian: magic `TSP1`, version u32, busy ns u64, kernels u64, flags u32,
-/// dropped records u32.
-pub const FRAME_LEN: usize = 32;
+/// dropped records u32. Version 1 ends here.
+pub const V1_LEN: usize = 32;
+/// Version 2 continues: now ns u64 (CUPTI clock when the frame was built), complete-from
+/// bucket u64, first bucket u64, bucket count u32, reserved u32; then `count` buckets.
+pub const HEADER_LEN: usize = 64;
+/// Per bucket: covered µs u16, solo-equivalent µs u16.
+pub const BUCKET_LEN: usize = 4;
 pub const MAGIC: [u8; 4] = *b"TSP1";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// Timeline resolution. Fine enough that a bucket is rarely split between a tenant's burst
+/// and its gap (time slices and training kernels are milliseconds), coarse enough that a
+/// second costs 4 KB.
+pub const BUCKET_NS: u64 = 1_000_000;
+/// The most buckets one frame may carry (16 s): the probe keeps no more, tessera reads no more.
+pub const MAX_BUCKETS: usize = 16_384;
 /// Set when CUPTI failed and the probe stopped measuring: its counters mean nothing.
 pub const FLAG_DISABLED: u32 = 1;
+/// The frame's buckets are everything the probe retains: the receiver drops what it held for
+/// this sender and starts over from them (the first frame of every connection).
+pub const FLAG_FULL: u32 = 2;
 /// Where tessera listens unless `TESSERA_PROBE_SOCKET` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/tessera/probe.sock";
 
+/// One millisecond of a process's kernel timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bucket {
+    /// µs of the bucket covered by the union of this process's kernel spans.
+    pub covered_us: u16,
+    /// µs those kernels would have taken alone: each kernel counts at most the shortest
+    /// recent duration of the same kernel (name and launch shape).
+    pub solo_us: u16,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Frame {
     /// Union of this process's kernel spans since the probe started, in ns.
     pub busy_ns: u64,
@@ -19,33 +49,121 @@ pub struct Frame {
     pub flags: u32,
     /// Activity records CUPTI could not deliver (a buffer was missing).
     pub dropped: u32,
+    /// The CUPTI clock when the frame was built; 0 when the probe has no clock (no timeline).
+    pub now_ns: u64,
+    /// The probe measured every bucket from this one on (its start, or the oldest it kept).
+    pub complete_from: u64,
+    /// Bucket index (CUPTI ns / `BUCKET_NS`) of `buckets[0]`. Buckets hold absolute values,
+    /// so a bucket sent twice (a late kernel record) simply replaces the earlier copy.
+    pub first_bucket: u64,
+    pub buckets: Vec<Bucket>,
+}
+
+/// What the fixed part of a frame says, before its buckets are read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub frame: Frame,
+    /// Bytes of buckets that follow.
+    pub bucket_bytes: usize,
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[i..i + 4]);
+    u32::from_le_bytes(x)
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[i..i + 8]);
+    u64::from_le_bytes(x)
 }
 
 impl Frame {
-    pub fn encode(&self) -> [u8; FRAME_LEN] {
-        let mut b = [0u8; FRAME_LEN];
-        b[0..4].copy_from_slice(&MAGIC);
-        b[4..8].copy_from_slice(&VERSION.to_le_bytes());
-        b[8..16].copy_from_slice(&self.busy_ns.to_le_bytes());
-        b[16..24].copy_from_slice(&self.kernels.to_le_bytes());
-        b[24..28].copy_from_slice(&self.flags.to_le_bytes());
-        b[28..32].copy_from_slice(&self.dropped.to_le_bytes());
+    pub fn encode(&self) -> Vec<u8> {
+        let n = self.buckets.len().min(MAX_BUCKETS);
+        let mut b = Vec::with_capacity(HEADER_LEN + n * BUCKET_LEN);
+        b.extend_from_slice(&MAGIC);
+        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&self.busy_ns.to_le_bytes());
+        b.extend_from_slice(&self.kernels.to_le_bytes());
+        b.extend_from_slice(&self.flags.to_le_bytes());
+        b.extend_from_slice(&self.dropped.to_le_bytes());
+        b.extend_from_slice(&self.now_ns.to_le_bytes());
+        b.extend_from_slice(&self.complete_from.to_le_bytes());
+        b.extend_from_slice(&self.first_bucket.to_le_bytes());
+        b.extend_from_slice(&(n as u32).to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        for bucket in &self.buckets[..n] {
+            b.extend_from_slice(&bucket.covered_us.to_le_bytes());
+            b.extend_from_slice(&bucket.solo_us.to_le_bytes());
+        }
         b
     }
 
-    pub fn decode(b: &[u8; FRAME_LEN]) -> Option<Frame> {
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let u64_at = |i: usize| {
-            let mut x = [0u8; 8];
-            x.copy_from_slice(&b[i..i + 8]);
-            u64::from_le_bytes(x)
+    /// Bytes still to read after the first 8 (magic and version), or `None` for junk.
+    pub fn rest_of_header(start: &[u8; 8]) -> Option<usize> {
+        if start[0..4] != MAGIC {
+            return None;
+        }
+        match u32_at(start, 4) {
+            1 => Some(V1_LEN - 8),
+            2 => Some(HEADER_LEN - 8),
+            _ => None,
+        }
+    }
+
+    /// Decodes a whole header (`V1_LEN` or `HEADER_LEN` bytes).
+    pub fn decode_header(b: &[u8]) -> Option<Header> {
+        if b.len() < V1_LEN || b[0..4] != MAGIC {
+            return None;
+        }
+        let mut frame = Frame {
+            busy_ns: u64_at(b, 8),
+            kernels: u64_at(b, 16),
+            flags: u32_at(b, 24),
+            dropped: u32_at(b, 28),
+            ..Frame::default()
         };
-        (b[0..4] == MAGIC && u32_at(4) == VERSION).then(|| Frame {
-            busy_ns: u64_at(8),
-            kernels: u64_at(16),
-            flags: u32_at(24),
-            dropped: u32_at(28),
-        })
+        match (u32_at(b, 4), b.len()) {
+            (1, V1_LEN) => Some(Header {
+                frame,
+                bucket_bytes: 0,
+            }),
+            (2, HEADER_LEN) => {
+                let count = u32_at(b, 56) as usize;
+                if count > MAX_BUCKETS {
+                    return None;
+                }
+                frame.now_ns = u64_at(b, 32);
+                frame.complete_from = u64_at(b, 40);
+                frame.first_bucket = u64_at(b, 48);
+                Some(Header {
+                    frame,
+                    bucket_bytes: count * BUCKET_LEN,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Fills the buckets of a decoded header from the bytes that followed it.
+    pub fn with_buckets(mut self, bytes: &[u8]) -> Frame {
+        self.buckets = bytes
+            .chunks_exact(BUCKET_LEN)
+            .map(|c| Bucket {
+                covered_us: u16::from_le_bytes([c[0], c[1]]),
+                solo_us: u16::from_le_bytes([c[2], c[3]]),
+            })
+            .collect();
+        self
+    }
+
+    pub fn decode(b: &[u8]) -> Option<Frame> {
+        let head_len = Frame::rest_of_header(b.get(..8)?.try_into().ok()?)? + 8;
+        let h = Frame::decode_header(b.get(..head_len)?)?;
+        let body = b.get(head_len..head_len + h.bucket_bytes)?;
+        (b.len() == head_len + h.bucket_bytes).then(|| h.frame.with_buckets(body))
     }
 }
 
@@ -53,20 +171,65 @@ impl Frame {
 mod tests {
     use super::*;
 
-    #[test]
-    fn frames_round_trip_and_junk_is_refused() {
-        let f = Frame {
+    fn sample() -> Frame {
+        Frame {
             busy_ns: 1_234_000_000,
             kernels: 56,
-            flags: FLAG_DISABLED,
+            flags: FLAG_DISABLED | FLAG_FULL,
             dropped: 7,
-        };
-        assert_eq!(Frame::decode(&f.encode()), Some(f));
+            now_ns: 99_000_000_000,
+            complete_from: 98_000,
+            first_bucket: 98_500,
+            buckets: vec![
+                Bucket {
+                    covered_us: 1000,
+                    solo_us: 480,
+                },
+                Bucket::default(),
+            ],
+        }
+    }
+
+    #[test]
+    fn frames_round_trip_and_junk_is_refused() {
+        let f = sample();
+        assert_eq!(Frame::decode(&f.encode()), Some(f.clone()));
         let mut bad = f.encode();
         bad[0] = b'X';
         assert_eq!(Frame::decode(&bad), None);
-        let mut v2 = f.encode();
-        v2[4] = 2;
-        assert_eq!(Frame::decode(&v2), None);
+        let mut v3 = f.encode();
+        v3[4] = 3;
+        assert_eq!(Frame::decode(&v3), None);
+        // A count past the limit is refused before anything is allocated for it.
+        let mut huge = f.encode();
+        huge[56..60].copy_from_slice(&(MAX_BUCKETS as u32 + 1).to_le_bytes());
+        assert_eq!(Frame::decode_header(&huge[..HEADER_LEN]), None);
+        // Truncated buckets.
+        let short = &f.encode()[..HEADER_LEN + 2];
+        assert_eq!(Frame::decode(short), None);
+    }
+
+    #[test]
+    fn version_one_frames_are_still_read() {
+        let mut v1 = Vec::new();
+        v1.extend_from_slice(b"TSP1");
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        v1.extend_from_slice(&5_000u64.to_le_bytes());
+        v1.extend_from_slice(&3u64.to_le_bytes());
+        v1.extend_from_slice(&0u32.to_le_bytes());
+        v1.extend_from_slice(&0u32.to_le_bytes());
+        let f = Frame::decode(&v1).unwrap();
+        assert_eq!((f.busy_ns, f.kernels, f.now_ns), (5_000, 3, 0));
+        assert!(f.buckets.is_empty());
+    }
+
+    #[test]
+    fn the_encoder_never_sends_more_than_the_receiver_reads() {
+        let f = Frame {
+            buckets: vec![Bucket::default(); MAX_BUCKETS + 10],
+            ..Frame::default()
+        };
+        let d = Frame::decode(&f.encode()).unwrap();
+        assert_eq!(d.buckets.len(), MAX_BUCKETS);
     }
 }

@@ -28,7 +28,7 @@ run_case() { # name, then pairs of duty kind
   done
   python3 watch.py http://127.0.0.1:9949/metrics "$start" 24 "/tmp/$name-watch.json" & local W=$!
   python3 tessera_watch.py http://127.0.0.1:9949 "$start" 24 "/tmp/$name-default.json" & local D=$!
-  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 "/tmp/$name-probe.json" & local P2=$!
+  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 "/tmp/$name-probe.json" 8 & local P2=$!
   ( sleep 14; nvidia-smi pmon -s u -d 1 -c 18 > "/tmp/$name-pmon.txt" 2>&1 ) & local P=$!
   wait "${pids[@]}" $W $D $P2 $P
   python3 summarize.py "$name" | tee -a "$OUT/cases.jsonl"
@@ -49,16 +49,13 @@ if { want mps-40-20 || want mps-3x20 || want mps-30tiny-30long; } && nvidia-cuda
   want mps-30tiny-30long && run_case mps-30tiny-30long 0.3 tiny 0.3 long
   echo quit | nvidia-cuda-mps-control; sleep 2
 fi
-kill $T1 $T2; wait $T1 $T2 2>/dev/null
+kill $T1; wait $T1 2>/dev/null
 # Launch overhead, REPEAT (default 1) rounds, interleaved so drift hits every variant alike:
-# plain; the probe with no socket (it stays off); the probe reporting to a listener.
-rm -f "$TESSERA_PROBE_SOCKET"
-python3 -c "import socket,time; s=socket.socket(socket.AF_UNIX); s.bind('/tmp/probe-listener.sock'); s.listen(64); time.sleep(600)" & L=$!
-sleep 1
+# plain; the probe with no socket (it stays off); the probe reporting to tessera (T2).
 for _ in $(seq "${REPEAT:-1}"); do
   python3 overhead.py plain | tee -a "$OUT/cases.jsonl"
   TESSERA_PROBE_SOCKET=/tmp/no-such.sock CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe-no-tessera | tee -a "$OUT/cases.jsonl"
-  TESSERA_PROBE_SOCKET=/tmp/probe-listener.sock CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe | tee -a "$OUT/cases.jsonl"
+  CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe | tee -a "$OUT/cases.jsonl"
 done
-kill $L; rm -f /tmp/probe-listener.sock
+kill $T2; wait $T2 2>/dev/null
 exit 0

@@ -22,4 +22,4 @@ for q in procs:
 print(json.dumps({"case": n, "sum_truth": round(sum(q["truth"] for q in procs), 3),
                   "device_util": w.get("device_util_0.1s"), "default_reads": d["reads"],
                   "default_unattributed": d["unattributed"], "default_methods": d["methods"],
-                  "probe_methods": p["methods"], "procs": rows}))
+                  "probe_methods": p["methods"], "probe_whys": p.get("whys"), "procs": rows}))

@@ -1,13 +1,16 @@
 """Reads one tessera every 1 s over a window: per pid, the published SM share (and how often it
 was withheld), the CUDA probe's busy share, and from /debug/attribution how often tessera would
 have counted the process idle (quiet, or the device idle) or unknown (withheld).
-Usage: tessera_watch.py BASE_URL START_AT DURATION OUT.json"""
+Usage: tessera_watch.py BASE_URL START_AT DURATION OUT.json [SKIP_SECONDS]
+SKIP_SECONDS (default 4): reads begin this long after START_AT, once tessera's trailing window
+(and, with the probe, its 2 s timeline lag) lies inside the run."""
 import sys, time, json, re, urllib.request, collections
 base, start_at, dur, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
-t_begin, t_end = start_at + 4, start_at + dur - 1
+skip = float(sys.argv[5]) if len(sys.argv) > 5 else 4
+t_begin, t_end = start_at + skip, start_at + dur - 1
 share, busy = collections.defaultdict(list), collections.defaultdict(list)
 verdict = collections.defaultdict(collections.Counter)
-unattributed, methods, reads = [], collections.Counter(), 0
+unattributed, methods, whys, reads = [], collections.Counter(), collections.Counter(), 0
 while time.time() < t_begin: time.sleep(0.01)
 while time.time() < t_end:
     t = time.time()
@@ -28,6 +31,7 @@ while time.time() < t_end:
     for g in dbg.get("gpus", []):
         c = g.get("compute", {})
         methods[c.get("method")] += 1
+        if c.get("method") == "probe": whys[c.get("why", "")[:60]] += 1
         for pid in c.get("quiet", []): verdict[str(pid)]["idle"] += 1
         for pid in c.get("candidates", []):
             verdict[str(pid)]["idle" if c.get("method") == "idle" else "active"] += 1
@@ -38,4 +42,4 @@ json.dump({"reads": reads,
            "share_present": {p: len(v) for p, v in share.items()},
            "busy": {p: avg(v) for p, v in busy.items()},
            "idle_fraction": {p: round(c["idle"] / max(1, sum(c.values())), 3) for p, c in verdict.items()},
-           "unattributed": avg(unattributed), "methods": dict(methods)}, open(out, "w"), indent=1)
+           "unattributed": avg(unattributed), "methods": dict(methods), "whys": dict(whys)}, open(out, "w"), indent=1)

