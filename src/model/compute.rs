@@ -328,15 +328,19 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
     out
 }
 
-const TIMELINE_WHY: &str = "CUDA probe timelines: each millisecond split among the processes \
-    whose kernels covered it, a kernel counting at most its solo duration";
+const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
+    covered is split by the kernels' solo durations";
 
 /// Time-sliced shares from the probes' timelines, or `None` unless every candidate has one.
 ///
-/// A time-sliced GPU runs one context at a time, so where several processes' kernel spans
-/// cover the same millisecond it was theirs in turn: each gets its part of the millisecond,
-/// and no more than its kernels' solo durations explain (the rest went to the others and to
-/// switching between them). A millisecond only one process covered is wholly its own.
+/// A time-sliced GPU runs one context at a time. A millisecond only one process's kernels
+/// covered is wholly its own. Where several covered it, each open span may include the
+/// others' slices, so a process gets what its kernels' solo durations explain: a short kernel
+/// that only starts in its own slice counts in full, a long one stretched over the others'
+/// slices counts its solo part. If the solo parts add up past the millisecond (kernels that
+/// never ran alone, so their estimate is stretched too), they are scaled to fit, which is an
+/// even split when every tenant is stretched alike. The rest of the millisecond went to
+/// switching between contexts and is nobody's.
 fn time_sliced_shares(
     probed: &[(u32, f64)],
     timelines: &HashMap<u32, ProbeTimeline>,
@@ -353,6 +357,9 @@ fn time_sliced_shares(
     {
         return None;
     }
+    let contended_solo: Vec<f64> = (0..len)
+        .map(|k| lines.iter().map(|l| l.solo[k]).sum())
+        .collect();
     let mut busy = vec![0.0; lines.len()];
     for k in 0..len {
         let total: f64 = lines.iter().map(|l| l.covered[k]).sum();
@@ -362,7 +369,7 @@ fn time_sliced_shares(
                 continue;
             }
             busy[i] += if total - own > 0.0 {
-                (own / total.max(1.0)).min(l.solo[k])
+                l.solo[k] / contended_solo[k].max(1.0)
             } else {
                 own
             };

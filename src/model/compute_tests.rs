@@ -241,6 +241,37 @@ fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
 }
 
 #[test]
+fn a_short_kernel_tenant_keeps_its_slices_beside_a_stretched_long_one() {
+    // Short kernels start only in their own slices, so their spans are their own time (half
+    // of each contended millisecond); the long kernel's span covers the whole millisecond,
+    // half of it stretched. An even split of spans would give the short one a third.
+    let n = 100;
+    let short = ProbeTimeline {
+        covered: vec![0.5; n],
+        solo: vec![0.5; n],
+    };
+    let long = ProbeTimeline {
+        covered: vec![1.0; n],
+        solo: vec![0.47; n],
+    };
+    let procs = [proc(1, Some(0.9)), proc(2, Some(0.1))];
+    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.5), (2, 1.0)]);
+    act.probe_timelines = HashMap::from([(1, short), (2, long)]);
+    let s = run(&procs, Some(1.0), false, &act);
+    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!((x - 0.5).abs() < 1e-9 && (y - 0.47).abs() < 1e-9, "{x} {y}");
+    // Both stretched and neither ever ran alone: solo parts past the millisecond are scaled
+    // to fit, an even split.
+    let stretched = ProbeTimeline {
+        covered: vec![1.0; n],
+        solo: vec![1.0; n],
+    };
+    act.probe_timelines = HashMap::from([(1, stretched.clone()), (2, stretched)]);
+    let s = run(&procs, Some(1.0), false, &act);
+    assert_eq!(s.share_of(1).share, Some(0.5));
+}
+
+#[test]
 fn timelines_are_used_only_when_every_tenant_has_one_and_never_under_mps() {
     let [a, b] = time_sliced_pair(30.0, 10.0, 0.2, 2);
     let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];
