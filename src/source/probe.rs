@@ -263,9 +263,20 @@ fn bind(path: &Path) -> Result<UnixListener, ProbeSocketError> {
         source,
     };
     // Only a stale socket of an earlier run is replaced; anything else at the path is an error
-    // to report, never a file to delete.
+    // to report, never a file to delete. A socket someone still accepts on belongs to another
+    // running tessera: taking it over would silently starve that one.
     use std::os::unix::fs::FileTypeExt;
     match std::fs::symlink_metadata(path) {
+        // Connecting to a UNIX socket answers at once (accepted or refused); it never waits.
+        Ok(m)
+            if m.file_type().is_socket()
+                && std::os::unix::net::UnixStream::connect(path).is_ok() =>
+        {
+            return Err(err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "another process is listening on it",
+            )))
+        }
         Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).map_err(err)?,
         Ok(_) => {
             return Err(err(std::io::Error::new(
@@ -515,7 +526,19 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
         std::fs::remove_file(&path).unwrap();
         let first = spawn_receiver(&path, ProbeBook::default()).unwrap();
+        // A live listener is never taken over.
+        let e = spawn_receiver(&path, ProbeBook::default())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains("another process"), "{e}");
         first.abort();
+        // Give the aborted task a moment to drop its listener.
+        for _ in 0..100 {
+            if std::os::unix::net::UnixStream::connect(&path).is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         // A socket left behind by an earlier run is replaced.
         spawn_receiver(&path, ProbeBook::default()).unwrap().abort();
     }

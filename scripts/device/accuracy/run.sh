@@ -15,7 +15,8 @@ export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/tessera-probe.sock
 LONG=$(python3 duty.py calib long); TINY=$(python3 duty.py calib tiny)
 echo "solo op ms: long $LONG tiny $TINY" | tee -a "$OUT/cases.jsonl"
 common=(--sample.interval=1s --nvml.process-interval=1s --kubelet.enabled=false --kube.enabled=false --web.enable-debug=true)
-"$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/tessera-default.log" 2>&1 & T1=$!
+# TESSERA_PROBE_SOCKET is also tessera's own --probe.socket mirror: keep it from the default.
+env -u TESSERA_PROBE_SOCKET "$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/tessera-default.log" 2>&1 & T1=$!
 "$TESSERA" --web.listen-address=127.0.0.1:9950 "${common[@]}" --probe.socket=$TESSERA_PROBE_SOCKET > "$OUT/tessera-probe.log" 2>&1 & T2=$!
 sleep 2
 opms() { [ "$1" = long ] && echo "$LONG" || echo "$TINY"; }
