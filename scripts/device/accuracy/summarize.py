@@ -13,6 +13,7 @@ rows = []
 for q in procs:
     pid = str(q["pid"])
     rows.append({"pid": pid, "kind": q["kind"], "duty": q["duty_asked"], "truth": round(q["truth"], 3),
+                 "burst_events": round(q["burst_events"], 3) if q.get("burst_events") is not None else None,
                  "pmon": round(pm[pid] / 100, 3) if pid in pm else None,
                  "nvml_v1_1s": w["v1_1s"]["avg"].get(pid),
                  "default_share": d["share"].get(pid), "default_share_reads": d["share_present"].get(pid, 0),
