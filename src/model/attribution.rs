@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::allocations::Allocations;
 use super::cluster::{ClusterView, PodMeta};
-use super::dra::DraDeviceConfig;
 use super::device_id::{parse_device_id, DeviceRef, ResourceMatcher};
+use super::dra::DraDeviceConfig;
 use super::fractional::{split_placeholder_id, Grant, VOLCANO_RESOURCE};
 use super::identity::CgroupIdentity;
 use super::GpuSample;

@@ -225,7 +225,8 @@ fn key(r: &ClaimResult) -> DeviceKey {
 /// neither, so such a map means the limits cannot be known.
 fn apply_mps(cfg: &mut DraDeviceConfig, m: &MpsConfig, uuids: &[Option<&str>], n: usize) {
     for f in &m.ignored {
-        cfg.notes.push(format!("unknown mpsConfig field {f:?} ignored"));
+        cfg.notes
+            .push(format!("unknown mpsConfig field {f:?} ignored"));
     }
     cfg.thread_ratio = match m.thread_percentage {
         // Passed to MPS as is, but 0 % is no share tessera can state as a limit.

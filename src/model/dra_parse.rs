@@ -48,7 +48,12 @@ pub fn claim_from_json(namespace: &str, name: &str, value: &Value) -> DraClaim {
     }
     for r in results.iter().take(MAX_RESULTS) {
         let field = |k: &str| r.get(k).and_then(Value::as_str).map(short);
-        match (field("request"), field("driver"), field("pool"), field("device")) {
+        match (
+            field("request"),
+            field("driver"),
+            field("pool"),
+            field("device"),
+        ) {
             (Some(request), Some(driver), Some(pool), Some(device)) => {
                 claim.results.push(ClaimResult {
                     request,
@@ -68,7 +73,9 @@ pub fn claim_from_json(namespace: &str, name: &str, value: &Value) -> DraClaim {
         ));
         // A cut list could drop the config with the highest precedence: read none of them
         // and let every device of ours read "unknown".
-        claim.configs.push(ClaimConfig::unreadable("too many configs".into()));
+        claim
+            .configs
+            .push(ClaimConfig::unreadable("too many configs".into()));
         return claim;
     }
     let mut from_class = Vec::new();
@@ -100,14 +107,21 @@ fn config(c: &Value) -> Option<ClaimConfig> {
     let requests = match c.get("requests") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) if a.len() <= MAX_RESULTS => {
-            let names: Option<Vec<String>> =
-                a.iter().map(|r| r.as_str().map(short)).collect();
+            let names: Option<Vec<String>> = a.iter().map(|r| r.as_str().map(short)).collect();
             match names {
                 Some(n) => n,
-                None => return Some(ClaimConfig::unreadable("requests is not a list of names".into())),
+                None => {
+                    return Some(ClaimConfig::unreadable(
+                        "requests is not a list of names".into(),
+                    ))
+                }
             }
         }
-        Some(_) => return Some(ClaimConfig::unreadable("requests is not a list of names".into())),
+        Some(_) => {
+            return Some(ClaimConfig::unreadable(
+                "requests is not a list of names".into(),
+            ))
+        }
     };
     let Some(opaque) = c.get("opaque").filter(|o| o.is_object()) else {
         // Only opaque configs exist today; the driver refuses a claim with anything else.
@@ -135,7 +149,10 @@ type Parsed = (ConfigKind, Result<Option<SharingConfig>, String>);
 /// `{apiVersion, kind, sharing}` of the driver's config API.
 pub fn parameters(p: &Value) -> Parsed {
     let Some(obj) = p.as_object() else {
-        return (ConfigKind::Unknown, Err("parameters are not an object".into()));
+        return (
+            ConfigKind::Unknown,
+            Err("parameters are not an object".into()),
+        );
     };
     let api_version = obj.get("apiVersion").and_then(Value::as_str);
     if api_version != Some(CONFIG_API_VERSION) {
@@ -152,7 +169,10 @@ pub fn parameters(p: &Value) -> Parsed {
         Some("VfioDeviceConfig") => return (ConfigKind::Vfio, Ok(None)),
         other => {
             let seen = other.map_or_else(|| "absent".to_owned(), |v| format!("{:?}", short(v)));
-            return (ConfigKind::Unknown, Err(format!("kind {seen} is not known")));
+            return (
+                ConfigKind::Unknown,
+                Err(format!("kind {seen} is not known")),
+            );
         }
     };
     let sharing = match obj.get("sharing") {
@@ -231,7 +251,12 @@ fn mps_config(m: &Map<String, Value>) -> Result<MpsConfig, String> {
         Some(v) => match v.as_i64() {
             Some(p) if (0..=100).contains(&p) => out.thread_percentage = Some(p as u8),
             Some(p) => return Err(format!("active thread percentage {p} is outside 0..100")),
-            None => return Err(format!("active thread percentage {} is not an integer", brief(v))),
+            None => {
+                return Err(format!(
+                    "active thread percentage {} is not an integer",
+                    brief(v)
+                ))
+            }
         },
     }
     match m.get("defaultPinnedDeviceMemoryLimit") {
@@ -261,13 +286,21 @@ fn pinned_limit(v: &Value) -> Result<u64, String> {
         Value::String(s) => s.clone(),
         // Quantity also decodes from a bare JSON number.
         Value::Number(n) => n.to_string(),
-        other => return Err(format!("pinned memory limit {} is not a quantity", brief(other))),
+        other => {
+            return Err(format!(
+                "pinned memory limit {} is not a quantity",
+                brief(other)
+            ))
+        }
     };
     let bytes = parse_quantity(&text)
         .ok_or_else(|| format!("pinned memory limit {:?} is not a quantity", short(&text)))?;
     let mib = bytes / MIB;
     if mib == 0 {
-        return Err(format!("pinned memory limit {:?} is below 1 MiB", short(&text)));
+        return Err(format!(
+            "pinned memory limit {:?} is below 1 MiB",
+            short(&text)
+        ));
     }
     Ok(mib * MIB)
 }
@@ -313,7 +346,11 @@ pub fn parse_quantity(s: &str) -> Option<u64> {
     if digits.len() > 30 {
         return None;
     }
-    let mantissa: u128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
+    let mantissa: u128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
     dec_exp -= frac.len() as i32;
     let scaled = mantissa.checked_mul(1u128 << binary_exp)?;
     let value = if dec_exp >= 0 {

@@ -75,8 +75,11 @@ fn resolved(claim: &Value, devices: &[DraDevice]) -> Vec<(String, DraDeviceConfi
 fn the_drivers_quickstart_mps_claim() {
     let claim = claim_json(
         json!([result("mps-gpu", "gpu-0")]),
-        json!([from_claim(json!(["mps-gpu"]), mps(json!({
-            "defaultActiveThreadPercentage": 50, "defaultPinnedDeviceMemoryLimit": "10Gi"})))]),
+        json!([from_claim(
+            json!(["mps-gpu"]),
+            mps(json!({
+            "defaultActiveThreadPercentage": 50, "defaultPinnedDeviceMemoryLimit": "10Gi"}))
+        )]),
     );
     let c = claim_from_json("ns", "c", &claim);
     assert_eq!(c.results.len(), 1);
@@ -133,8 +136,12 @@ fn hostile_results_and_config_lists() {
     assert_eq!(r[0].1.strategy, None);
     assert!(r[0].1.notes.iter().any(|n| n.contains("FromElsewhere")));
 
-    let many: Vec<Value> = (0..1000).map(|i| result("r", &format!("gpu-{i}"))).collect();
-    let configs: Vec<Value> = (0..65).map(|_| from_claim(json!([]), mps(json!({})))).collect();
+    let many: Vec<Value> = (0..1000)
+        .map(|i| result("r", &format!("gpu-{i}")))
+        .collect();
+    let configs: Vec<Value> = (0..65)
+        .map(|_| from_claim(json!([]), mps(json!({}))))
+        .collect();
     let c = claim_from_json("ns", "c", &claim_json(json!(many), json!(configs)));
     assert_eq!(c.results.len(), 128);
     assert_eq!(c.notes.len(), 2);
@@ -157,7 +164,10 @@ fn unknown_or_malformed_parameters_are_refused_with_a_reason() {
         ),
         (gpu_config(json!("MPS")), "sharing is not an object"),
         (gpu_config(json!({})), "without a strategy"),
-        (gpu_config(json!({"strategy": "mps"})), "\"mps\" is not known"),
+        (
+            gpu_config(json!({"strategy": "mps"})),
+            "\"mps\" is not known",
+        ),
         (gpu_config(json!({"strategy": 3})), "without a strategy"),
         (
             gpu_config(json!({"strategy": "MPS", "timeSlicingConfig": {}})),
@@ -168,7 +178,9 @@ fn unknown_or_malformed_parameters_are_refused_with_a_reason() {
             "mpsConfig with the TimeSlicing",
         ),
         (
-            gpu_config(json!({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Eternal"}})),
+            gpu_config(
+                json!({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Eternal"}}),
+            ),
             "interval \"Eternal\"",
         ),
         (
@@ -191,7 +203,9 @@ fn unknown_or_malformed_parameters_are_refused_with_a_reason() {
     }
     assert_eq!(sharing_of(gpu_config(Value::Null)), Ok(None));
     assert_eq!(
-        sharing_of(gpu_config(json!({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Short"}}))),
+        sharing_of(gpu_config(
+            json!({"strategy": "TimeSlicing", "timeSlicingConfig": {"interval": "Short"}})
+        )),
         Ok(Some(SharingConfig::TimeSlicing {
             interval: Some("Short".into())
         }))
@@ -206,7 +220,14 @@ fn unknown_or_malformed_parameters_are_refused_with_a_reason() {
 
 #[test]
 fn mps_values_are_checked_like_the_driver_checks_them() {
-    for bad in [json!(-1), json!(101), json!(50.5), json!("50"), json!(1e30), json!(true)] {
+    for bad in [
+        json!(-1),
+        json!(101),
+        json!(50.5),
+        json!("50"),
+        json!(1e30),
+        json!(true),
+    ] {
         let got = mps_of(json!({"defaultActiveThreadPercentage": bad}));
         assert!(got.is_err(), "{bad}: {got:?}");
     }
@@ -266,7 +287,18 @@ fn quantities() {
         assert_eq!(parse_quantity(s), Some(want), "{s}");
     }
     assert_eq!(parse_quantity("16Ei"), None, "above u64");
-    for s in ["", "Gi", "1GiB", "1 Gi", "-5", "1.2.3", "1e", "0x10", "1Zi", &"9".repeat(65)] {
+    for s in [
+        "",
+        "Gi",
+        "1GiB",
+        "1 Gi",
+        "-5",
+        "1.2.3",
+        "1e",
+        "0x10",
+        "1Zi",
+        &"9".repeat(65),
+    ] {
         assert_eq!(parse_quantity(s), None, "{s:?}");
     }
     assert_eq!(parse_quantity("15Ei"), Some(15 << 60));
@@ -296,7 +328,10 @@ fn precedence_follows_the_driver() {
     let gpu = r.iter().find(|(d, _)| d == "gpu-0").map(|(_, c)| c);
     assert_eq!(gpu.and_then(|c| c.thread_ratio), Some(0.3));
     let mig = r.iter().find(|(d, _)| d.contains("mig")).map(|(_, c)| c);
-    assert_eq!(mig.map(|c| c.config.as_str()), Some("DRA MigDeviceConfig MPS"));
+    assert_eq!(
+        mig.map(|c| c.config.as_str()),
+        Some("DRA MigDeviceConfig MPS")
+    );
     assert_eq!(mig.and_then(|c| c.thread_ratio), None);
 
     // A later config naming no request beats an earlier one naming the request.
@@ -304,8 +339,11 @@ fn precedence_follows_the_driver() {
         json!([result("a", "gpu-0")]),
         json!([
             from_claim(json!(["a"]), mps(json!({}))),
-            from_claim(json!([]), gpu_config(json!({"strategy": "TimeSlicing",
-                "timeSlicingConfig": {"interval": "Long"}}))),
+            from_claim(
+                json!([]),
+                gpu_config(json!({"strategy": "TimeSlicing",
+                "timeSlicingConfig": {"interval": "Long"}}))
+            ),
         ]),
     );
     let r = resolved(&claim, &devices);
@@ -344,8 +382,11 @@ fn per_device_limits_by_index_or_uuid() {
     let with = |per: Value| {
         claim_json(
             two.clone(),
-            json!([from_claim(json!([]), mps(json!({"defaultPinnedDeviceMemoryLimit": "4Gi",
-                "defaultPerDevicePinnedMemoryLimit": per})))]),
+            json!([from_claim(
+                json!([]),
+                mps(json!({"defaultPinnedDeviceMemoryLimit": "4Gi",
+                "defaultPerDevicePinnedMemoryLimit": per}))
+            )]),
         )
     };
     let limit = |r: &[(String, DraDeviceConfig)], d: &str| {
@@ -360,17 +401,28 @@ fn per_device_limits_by_index_or_uuid() {
     let r = resolved(&with(json!({U1: "2Gi"})), &devices);
     assert_eq!(limit(&r, "gpu-0"), Some(2 * GIB));
     assert_eq!(limit(&r, "gpu-1"), Some(4 * GIB));
-    for bad in [json!({"2": "1Gi"}), json!({"GPU-nope": "1Gi"}), json!({"0": "1Gi", U0: "2Gi"})] {
+    for bad in [
+        json!({"2": "1Gi"}),
+        json!({"GPU-nope": "1Gi"}),
+        json!({"0": "1Gi", U0: "2Gi"}),
+    ] {
         let r = resolved(&with(bad.clone()), &devices);
         assert_eq!(limit(&r, "gpu-1"), None, "{bad}");
     }
     let three = claim_json(
         json!([result("a", "gpu-0"), result("a", "gpu-2")]),
-        json!([from_claim(json!([]), mps(json!({"defaultActiveThreadPercentage": 0,
-            "defaultPerDevicePinnedMemoryLimit": {"1": "1Gi"}})))]),
+        json!([from_claim(
+            json!([]),
+            mps(json!({"defaultActiveThreadPercentage": 0,
+            "defaultPerDevicePinnedMemoryLimit": {"1": "1Gi"}}))
+        )]),
     );
     let r = resolved(&three, &devices);
-    assert!(r.iter().all(|(_, c)| c.memory_bytes.is_none() && c.thread_ratio.is_none()));
-    assert!(r.iter().all(|(_, c)| c.strategy == Some(DeclaredStrategy::Mps)));
+    assert!(r
+        .iter()
+        .all(|(_, c)| c.memory_bytes.is_none() && c.thread_ratio.is_none()));
+    assert!(r
+        .iter()
+        .all(|(_, c)| c.strategy == Some(DeclaredStrategy::Mps)));
     assert!(r[0].1.notes.iter().any(|n| n.contains("percentage 0")));
 }

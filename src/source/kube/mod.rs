@@ -447,7 +447,11 @@ impl Source {
             if self.cfg.dra {
                 let wanted: BTreeSet<claims::ClaimKey> = pods
                     .iter()
-                    .flat_map(|p| p.dra_claims.iter().map(|c| (p.namespace.clone(), c.clone())))
+                    .flat_map(|p| {
+                        p.dra_claims
+                            .iter()
+                            .map(|c| (p.namespace.clone(), c.clone()))
+                    })
                     .collect();
                 self.wanted_claims.send_if_modified(|w| {
                     let changed = *w != wanted;
