@@ -1,5 +1,6 @@
 //! The Kubernetes API source: this node's pods (a node-scoped reflector), its labels and,
-//! with DRA, its ResourceSlices, published as one immutable [`ClusterView`].
+//! with DRA, its ResourceSlices and the pods' ResourceClaims, published as one immutable
+//! [`ClusterView`].
 //!
 //! Each part fails alone: a failing part marks the source unhealthy and keeps the last good
 //! data, and every part retries with backoff. Nothing here runs on the scrape path.
