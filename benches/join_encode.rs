@@ -282,6 +282,7 @@ impl Inputs {
                 }],
                 phase: Some("Running".into()),
                 sharing: Default::default(),
+                dra_claims: Vec::new(),
             });
         }
         let allocatable = (0..devices)

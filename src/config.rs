@@ -127,7 +127,7 @@ pub struct Cli {
     /// Pod labels copied onto container series as label_<name>, comma-separated [default: none].
     #[arg(long = "kube.pod-labels", env = "TESSERA_KUBE_POD_LABELS")]
     pub pod_labels: Option<String>,
-    /// Resolve DRA allocations through ResourceSlices [default: false].
+    /// Resolve DRA allocations through ResourceSlices and read the pods' ResourceClaims [default: false].
     #[arg(long = "kube.dra", env = "TESSERA_KUBE_DRA", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", overrides_with = "no_kube_dra")]
     pub kube_dra: Option<String>,

@@ -2,8 +2,8 @@
 //!
 //! It speaks just enough of the real wire protocol for kube-rs's typed `Api` list, watch and
 //! get: pods (list with `fieldSelector`, pagination, newline-delimited watch streams with
-//! resource versions and bookmarks), single nodes, and `resource.k8s.io` ResourceSlices in
-//! `v1` and `v1beta1`. Objects are real k8s-openapi types serialized with serde_json, so the
+//! resource versions and bookmarks), single nodes, and `resource.k8s.io` ResourceSlices (list)
+//! and ResourceClaims (get) in `v1` and `v1beta1`. Objects are real k8s-openapi types serialized with serde_json, so the
 //! client decodes the same JSON a real API server sends. Faults (500s, latency, expired
 //! watches, a stopped server) are injected through [`FakeApiServer`]'s methods.
 
@@ -26,10 +26,9 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use wire::{
-    event_for, json_response, line, name_of, status, status_json, to_v1beta1, to_value, Selector,
-};
+use wire::{event_for, json_response, line, name_of, status, status_json, to_value, Selector};
 
+mod dra;
 mod wire;
 
 #[cfg(test)]
@@ -41,6 +40,8 @@ pub struct FakeCluster {
     pub pods: Vec<Pod>,
     pub nodes: Vec<Node>,
     pub slices: Vec<ResourceSlice>,
+    /// ResourceClaims as `resource.k8s.io/v1` JSON; raw, so tests can serve any parameters.
+    pub claims: Vec<Value>,
     pub serve_v1: bool,
     pub serve_v1beta1: bool,
     /// How often open watches that asked for bookmarks get one; keeps clients that use a read
@@ -54,6 +55,7 @@ impl Default for FakeCluster {
             pods: Vec::new(),
             nodes: Vec::new(),
             slices: Vec::new(),
+            claims: Vec::new(),
             serve_v1: true,
             serve_v1beta1: true,
             bookmark_every: Duration::from_millis(500),
@@ -82,13 +84,6 @@ const POD_FIELDS: &[&str] = &[
     "spec.nodeName",
     "status.phase",
 ];
-const SLICE_FIELDS: &[&str] = &[
-    "metadata.name",
-    "spec.nodeName",
-    "spec.driver",
-    "spec.pool.name",
-];
-
 struct Change {
     rv: u64,
     old: Option<Pod>,
@@ -110,6 +105,7 @@ struct Inner {
     watchers: Vec<Watcher>,
     nodes: BTreeMap<String, Node>,
     slices: Vec<ResourceSlice>,
+    claims: Vec<Value>,
     serve_v1: bool,
     serve_v1beta1: bool,
     fail: Option<(u32, u16)>,
@@ -154,6 +150,7 @@ impl FakeApiServer {
                 .map(|n| (name_of(&n.metadata), n))
                 .collect(),
             slices: initial.slices,
+            claims: initial.claims,
             serve_v1: initial.serve_v1,
             serve_v1beta1: initial.serve_v1beta1,
             fail: None,
@@ -171,7 +168,11 @@ impl FakeApiServer {
             .route("/api/v1/nodes/{name}", get(node_handler))
             .route(
                 "/apis/resource.k8s.io/{version}/resourceslices",
-                get(slices_handler),
+                get(dra::slices_handler),
+            )
+            .route(
+                "/apis/resource.k8s.io/{version}/namespaces/{namespace}/resourceclaims/{name}",
+                get(dra::claim_handler),
             )
             .fallback(|| async {
                 status(
@@ -217,6 +218,11 @@ impl FakeApiServer {
 
     pub fn set_slices(&self, slices: Vec<ResourceSlice>) {
         self.shared.lock().slices = slices;
+    }
+
+    /// Replaces the claims (v1 JSON, keyed by `metadata.namespace` and `metadata.name`).
+    pub fn set_claims(&self, claims: Vec<Value>) {
+        self.shared.lock().claims = claims;
     }
 
     /// Switches the `resource.k8s.io` versions on or off (off answers 404, like an old cluster).
@@ -519,51 +525,4 @@ async fn node_handler(
         Some(n) => json_response(200, &to_value(n)),
         None => status(404, "NotFound", &format!("nodes \"{name}\" not found")),
     }
-}
-
-async fn slices_handler(
-    AxState(shared): AxState<Arc<Shared>>,
-    uri: Uri,
-    Path(version): Path<String>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    if let Some(r) = preamble(&shared, &uri).await {
-        return r;
-    }
-    let st = shared.lock();
-    let served = match version.as_str() {
-        "v1" => st.serve_v1,
-        "v1beta1" => st.serve_v1beta1,
-        _ => false,
-    };
-    if !served {
-        return status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        );
-    }
-    let selector = match Selector::parse(q.get("fieldSelector"), SLICE_FIELDS) {
-        Ok(s) => s,
-        Err(msg) => return status(400, "BadRequest", &msg),
-    };
-    let items: Vec<Value> = st
-        .slices
-        .iter()
-        .map(to_value)
-        .filter(|v| selector.matches(v))
-        .map(|v| {
-            if version == "v1beta1" {
-                to_v1beta1(v)
-            } else {
-                v
-            }
-        })
-        .collect();
-    let api_version = format!("resource.k8s.io/{version}");
-    json_response(
-        200,
-        &json!({"apiVersion": api_version, "kind": "ResourceSliceList",
-        "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
-    )
 }

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::allocations::Allocations;
 use super::cluster::{ClusterView, PodMeta};
 use super::device_id::{parse_device_id, DeviceRef, ResourceMatcher};
+use super::dra::DraDeviceConfig;
 use super::fractional::{split_placeholder_id, Grant, VOLCANO_RESOURCE};
 use super::identity::CgroupIdentity;
 use super::GpuSample;
@@ -44,6 +45,9 @@ pub struct Holding {
     /// The fractional scheduler's grant behind this holding, with its limits.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant: Option<Grant>,
+    /// What the DRA claim's config says about this device (strategy, MPS limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dra: Option<Arc<DraDeviceConfig>>,
 }
 
 /// Every way the kubelet names a device, mapped to where it is in the NVML sample.
@@ -252,6 +256,7 @@ pub fn holdings(
                     claim: String::new(),
                     replica: id.replica.is_some() || placeholder.is_some(),
                     grant: None,
+                    dra: None,
                 });
             }
         }
@@ -272,6 +277,17 @@ pub fn holdings(
                 claim: format!("{}/{}", d.claim_namespace, d.claim_name),
                 replica: d.share_id.is_some(),
                 grant: None,
+                dra: cluster
+                    .and_then(|v| {
+                        v.dra_config(
+                            &d.claim_namespace,
+                            &d.claim_name,
+                            &d.driver,
+                            &d.pool,
+                            &d.device,
+                        )
+                    })
+                    .cloned(),
             });
         }
     }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::dra::{self, DeviceKey, DraClaim, DraDeviceConfig};
 use super::fractional::PodSharing;
 
 /// What tessera knows about one pod on this node.
@@ -25,6 +26,8 @@ pub struct PodMeta {
     pub phase: Option<String>,
     /// Fractional-scheduler grants, KAI reservation and MPS limits from annotations and env.
     pub sharing: PodSharing,
+    /// Names of the ResourceClaims the pod uses (in its namespace), sorted.
+    pub dra_claims: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -179,6 +182,10 @@ pub struct ClusterView {
     by_container_id: HashMap<String, (usize, String)>,
     by_ns_name: HashMap<(String, String), usize>,
     by_dra: HashMap<(String, String, String), usize>,
+    /// Claims of this node's pods, sorted by namespace, name.
+    pub dra_claims: Vec<DraClaim>,
+    /// `(namespace, claim)` → each allocated device's config, once resolved against the slices.
+    by_claim_device: HashMap<(String, String), HashMap<DeviceKey, Arc<DraDeviceConfig>>>,
 }
 
 impl ClusterView {
@@ -248,6 +255,37 @@ impl ClusterView {
             .by_ns_name
             .get(&(namespace.to_string(), name.to_string()))?;
         self.pods.get(*idx).map(Arc::as_ref)
+    }
+
+    /// Adds the pods' ResourceClaims, resolving their configs against this view's devices.
+    pub fn with_claims(mut self, mut claims: Vec<DraClaim>) -> Self {
+        claims.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let mut by_claim = HashMap::new();
+        for c in &claims {
+            let devices: HashMap<DeviceKey, Arc<DraDeviceConfig>> =
+                dra::resolve(c, |dr, p, d| self.dra_device(dr, p, d))
+                    .into_iter()
+                    .map(|(k, v)| (k, Arc::new(v)))
+                    .collect();
+            by_claim.insert((c.namespace.clone(), c.name.clone()), devices);
+        }
+        self.by_claim_device = by_claim;
+        self.dra_claims = claims;
+        self
+    }
+
+    /// What the claim's config says about one of its devices, if it says anything.
+    pub fn dra_config(
+        &self,
+        namespace: &str,
+        claim: &str,
+        driver: &str,
+        pool: &str,
+        device: &str,
+    ) -> Option<&Arc<DraDeviceConfig>> {
+        self.by_claim_device
+            .get(&(namespace.to_owned(), claim.to_owned()))?
+            .get(&(driver.to_owned(), pool.to_owned(), device.to_owned()))
     }
 
     /// The device a kubelet `dynamic_resources` entry names.

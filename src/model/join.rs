@@ -205,7 +205,8 @@ fn evidence(
         holders: holders.len(),
         replica_ids: facts.holdings.iter().any(|h| h.replica)
             || facts.offered.is_some_and(|n| n > 1),
-        declared,
+        // A claim's config speaks for the device itself; node labels for the whole node.
+        declared: super::dra::declared(facts.holdings).or(declared),
         shared_claim: claims.values().any(|pods| pods.len() > 1),
         fractional: facts
             .holdings

@@ -18,7 +18,8 @@ use super::sharing::SharingMode;
 pub struct Limits {
     pub memory_bytes: Option<u64>,
     pub compute_ratio: Option<f64>,
-    /// `hami`, `volcano-vgpu`, `kai`, `mps-env` (the container's own variables) or
+    /// `hami`, `volcano-vgpu`, `kai`, `mps-env` (the container's own variables),
+    /// `dra-mps` (the DRA claim's `GpuConfig`/`MigDeviceConfig` MPS defaults) or
     /// `mps-device-plugin` (replicas split the device evenly).
     pub source: Option<&'static str>,
 }
@@ -55,6 +56,7 @@ pub fn grant_holdings(
             claim: String::new(),
             replica: true,
             grant: Some((*g).clone()),
+            dra: None,
         });
     }
     unresolved
@@ -115,6 +117,7 @@ pub fn attach_kai(
                 claim: String::new(),
                 replica: true,
                 grant: Some(g),
+                dra: None,
             });
             used.push((*target, reservation.clone()));
         }
@@ -127,7 +130,9 @@ pub fn attach_kai(
 }
 
 /// Each container's limits on each device of one GPU: a scheduler's grant first, then the
-/// container's own MPS variables, then the device plugin's even MPS split.
+/// container's own MPS variables, then the MPS defaults its DRA claim configures or the
+/// device plugin's even MPS split (a device comes from one or the other, never both). The
+/// container's variables win over the daemon's defaults because MPS applies them per client.
 pub fn fill(gpu: &mut GpuView, cluster: Option<&ClusterView>, ordinals: &Ordinals) {
     let gpu_total = gpu.sample.memory.map(|m| m.total);
     for row in &mut gpu.containers {
@@ -188,6 +193,18 @@ fn limits_of(
             memory_bytes: total.map(|t| t / u64::from(replicas)),
             compute_ratio: Some(1.0 / f64::from(replicas)),
             source: Some("mps-device-plugin"),
+        };
+    }
+    let dra = row
+        .allocations
+        .iter()
+        .filter_map(|h| h.dra.as_deref())
+        .find(|d| d.thread_ratio.is_some() || d.memory_bytes.is_some());
+    if let Some(d) = dra.filter(|_| mps_mode) {
+        limits = Limits {
+            memory_bytes: d.memory_bytes,
+            compute_ratio: d.thread_ratio,
+            source: Some("dra-mps"),
         };
     }
     if let Some(env) = env.filter(|_| mps_mode) {

@@ -6,6 +6,8 @@ pub mod attribution;
 pub mod cluster;
 pub mod compute;
 pub mod device_id;
+pub mod dra;
+mod dra_parse;
 pub mod fractional;
 pub mod identity;
 pub mod join;

@@ -45,6 +45,27 @@ pub(super) fn to_v1beta1(mut slice: Value) -> Value {
     slice
 }
 
+/// v1beta1 claims name a request's device class and selectors on the request itself; v1 moved
+/// them under `exactly`. The allocation in `status` has one shape in both.
+pub(super) fn claim_to_v1beta1(mut claim: Value) -> Value {
+    claim["apiVersion"] = json!("resource.k8s.io/v1beta1");
+    if let Some(requests) = claim
+        .pointer_mut("/spec/devices/requests")
+        .and_then(Value::as_array_mut)
+    {
+        for r in requests.iter_mut() {
+            if let Some(Value::Object(exactly)) =
+                r.as_object_mut().and_then(|o| o.remove("exactly"))
+            {
+                if let Some(o) = r.as_object_mut() {
+                    o.extend(exactly);
+                }
+            }
+        }
+    }
+    claim
+}
+
 /// A field selector: comma-separated `path=value`, `path==value` or `path!=value` terms over
 /// dotted JSON paths; an absent field compares as "", as on a real server.
 #[derive(Debug, Clone, Default)]

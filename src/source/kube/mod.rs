@@ -1,9 +1,11 @@
 //! The Kubernetes API source: this node's pods (a node-scoped reflector), its labels and,
-//! with DRA, its ResourceSlices, published as one immutable [`ClusterView`].
+//! with DRA, its ResourceSlices and the pods' ResourceClaims, published as one immutable
+//! [`ClusterView`].
 //!
 //! Each part fails alone: a failing part marks the source unhealthy and keeps the last good
 //! data, and every part retries with backoff. Nothing here runs on the scrape path.
 
+mod claims;
 mod node;
 mod pods;
 mod slices;
@@ -13,7 +15,7 @@ mod fault_tests;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -25,6 +27,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use crate::model::dra::DraClaim;
 use crate::source::SourceState;
 
 pub use crate::model::cluster::{
@@ -88,6 +91,8 @@ pub enum KubeSourceError {
     Timeout { what: &'static str, after: Duration },
     #[error("resource.k8s.io ResourceSlices are served neither as v1 nor as v1beta1")]
     DraNotServed,
+    #[error("{0} resourceclaims on this node; only the first {max} are read", max = claims::MAX_CLAIMS)]
+    TooManyClaims(usize),
 }
 
 /// A client from the in-cluster service account, or else the local kubeconfig.
@@ -209,10 +214,11 @@ fn one_line(error: &dyn std::error::Error) -> String {
     msg
 }
 
-/// What one round of the resync task read.
+/// What one round of the resync task read; `None` for parts it did not read this time.
 struct Resync {
-    node: Result<BTreeMap<String, String>, KubeSourceError>,
+    node: Option<Result<BTreeMap<String, String>, KubeSourceError>>,
     dra: Option<Result<Vec<DraDevice>, KubeSourceError>>,
+    claims: Option<claims::ClaimsRead>,
 }
 
 struct Aborting(JoinHandle<()>);
@@ -223,20 +229,39 @@ impl Drop for Aborting {
     }
 }
 
-async fn resync_loop(client: Client, cfg: KubeConfig, tx: mpsc::Sender<Resync>) {
+/// Node labels, slices and claims, re-read every `resync_every`; claims a pod newly names
+/// are read as soon as the pod shows up in `wanted`, without waiting for the next round.
+async fn resync_loop(
+    client: Client,
+    cfg: KubeConfig,
+    tx: mpsc::Sender<Resync>,
+    mut wanted: watch::Receiver<BTreeSet<claims::ClaimKey>>,
+) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let mut slices = slices::SliceReader::new(client, &cfg.node_name);
+    let mut slices = slices::SliceReader::new(client.clone(), &cfg.node_name);
+    let mut claim_reader = claims::ClaimReader::new(client);
     let min_retry = RETRY_MIN.min(cfg.resync_every);
     let mut retry = min_retry;
     loop {
         let node = node::fetch_labels(&nodes, &cfg.node_name, cfg.request_timeout).await;
-        let dra = if cfg.dra {
-            Some(slices.fetch(cfg.request_timeout).await)
+        let (dra, claims) = if cfg.dra {
+            let want = wanted.borrow_and_update().clone();
+            (
+                Some(slices.fetch(cfg.request_timeout).await),
+                Some(claim_reader.fetch(&want, true, cfg.request_timeout).await),
+            )
         } else {
-            None
+            (None, None)
         };
-        let failed = node.is_err() || matches!(dra, Some(Err(_)));
-        if tx.send(Resync { node, dra }).await.is_err() {
+        let failed = node.is_err()
+            || matches!(dra, Some(Err(_)))
+            || claims.as_ref().is_some_and(|c| c.error.is_some());
+        let round = Resync {
+            node: Some(node),
+            dra,
+            claims,
+        };
+        if tx.send(round).await.is_err() {
             return;
         }
         let wait = if failed {
@@ -247,7 +272,23 @@ async fn resync_loop(client: Client, cfg: KubeConfig, tx: mpsc::Sender<Resync>) 
             retry = min_retry;
             cfg.resync_every
         };
-        tokio::time::sleep(wait).await;
+        let next = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => break,
+                changed = wanted.changed(), if cfg.dra => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let want = wanted.borrow_and_update().clone();
+                    let read = claim_reader.fetch(&want, false, cfg.request_timeout).await;
+                    let round = Resync { node: None, dra: None, claims: Some(read) };
+                    if tx.send(round).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -259,8 +300,12 @@ struct Source {
     pods_part: Part,
     node_part: Part,
     dra_part: Part,
+    claims_part: Part,
     node_labels: BTreeMap<String, String>,
     dra_devices: Vec<DraDevice>,
+    dra_claims: Vec<DraClaim>,
+    /// Claims the pods name, for the resync task to read.
+    wanted_claims: watch::Sender<BTreeSet<claims::ClaimKey>>,
     dirty: bool,
     view: Option<Arc<ClusterView>>,
 }
@@ -268,7 +313,13 @@ struct Source {
 async fn run(client: Client, cfg: KubeConfig, tx: watch::Sender<SourceState<ClusterView>>) {
     let pods_api: Api<Pod> = Api::all(client.clone());
     let (resync_tx, mut resync_rx) = mpsc::channel(2);
-    let _resync = Aborting(tokio::spawn(resync_loop(client, cfg.clone(), resync_tx)));
+    let (wanted_claims, wanted_rx) = watch::channel(BTreeSet::new());
+    let _resync = Aborting(tokio::spawn(resync_loop(
+        client,
+        cfg.clone(),
+        resync_tx,
+        wanted_rx,
+    )));
     let mut tick = tokio::time::interval(cfg.publish_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut src = Source {
@@ -278,8 +329,11 @@ async fn run(client: Client, cfg: KubeConfig, tx: watch::Sender<SourceState<Clus
         pods_part: Part::new("pods"),
         node_part: Part::new("node"),
         dra_part: Part::new("resourceslices"),
+        claims_part: Part::new("resourceclaims"),
         node_labels: BTreeMap::new(),
         dra_devices: Vec::new(),
+        dra_claims: Vec::new(),
+        wanted_claims,
         dirty: false,
         view: None,
     };
@@ -338,14 +392,25 @@ impl Source {
 
     fn on_resync(&mut self, r: Resync) {
         match r.node {
-            Ok(labels) => {
+            Some(Ok(labels)) => {
                 self.node_part.succeeded();
                 if labels != self.node_labels {
                     self.node_labels = labels;
                     self.dirty = true;
                 }
             }
-            Err(e) => self.node_part.failed(&e),
+            Some(Err(e)) => self.node_part.failed(&e),
+            None => {}
+        }
+        if let Some(read) = r.claims {
+            match &read.error {
+                Some(e) => self.claims_part.failed(e),
+                None => self.claims_part.succeeded(),
+            }
+            if read.claims != self.dra_claims {
+                self.dra_claims = read.claims;
+                self.dirty = true;
+            }
         }
         match r.dra {
             Some(Ok(devices)) => {
@@ -364,6 +429,7 @@ impl Source {
         [&self.pods_part, &self.node_part]
             .into_iter()
             .chain(self.cfg.dra.then_some(&self.dra_part))
+            .chain(self.cfg.dra.then_some(&self.claims_part))
     }
 
     fn publish(&mut self, tx: &watch::Sender<SourceState<ClusterView>>) {
@@ -372,14 +438,30 @@ impl Source {
         let attempted = self.parts().all(|p| p.ok.is_some());
         if self.dirty && self.pods_ready && attempted {
             self.dirty = false;
-            let pods = self
+            let pods: Vec<PodMeta> = self
                 .pods
                 .store
                 .state()
                 .iter()
                 .map(|p| PodMeta::from_pod(p, &self.cfg.pod_labels))
                 .collect();
-            let view = ClusterView::new(pods, self.node_labels.clone(), self.dra_devices.clone());
+            if self.cfg.dra {
+                let wanted: BTreeSet<claims::ClaimKey> = pods
+                    .iter()
+                    .flat_map(|p| {
+                        p.dra_claims
+                            .iter()
+                            .map(|c| (p.namespace.clone(), c.clone()))
+                    })
+                    .collect();
+                self.wanted_claims.send_if_modified(|w| {
+                    let changed = *w != wanted;
+                    *w = wanted;
+                    changed
+                });
+            }
+            let view = ClusterView::new(pods, self.node_labels.clone(), self.dra_devices.clone())
+                .with_claims(self.dra_claims.clone());
             if self.view.as_deref() != Some(&view) {
                 self.view = Some(Arc::new(view));
             }

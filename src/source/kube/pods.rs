@@ -88,8 +88,34 @@ impl PodMeta {
             containers: containers(pod),
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
             sharing: sharing(pod),
+            dra_claims: claim_names(pod),
         }
     }
+}
+
+/// Claims the pod uses: named in its spec, or generated from a template and named in its
+/// status once created. Capped: a pod may list at most 128 claims.
+fn claim_names(pod: &Pod) -> Vec<String> {
+    const MAX: usize = 128;
+    let direct = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten())
+        .filter_map(|c| c.resource_claim_name.clone());
+    let generated = pod
+        .status
+        .iter()
+        .flat_map(|s| s.resource_claim_statuses.iter().flatten())
+        .filter_map(|c| c.resource_claim_name.clone());
+    let mut names: Vec<String> = direct
+        .chain(generated)
+        .filter(|n| !n.is_empty())
+        .take(2 * MAX)
+        .collect();
+    names.sort();
+    names.dedup();
+    names.truncate(MAX);
+    names
 }
 
 /// The fractional-scheduler and MPS facts of the pod; only literal env values are seen.
