@@ -1,7 +1,9 @@
 //! The CUDA probe's feed, end to end: real processes connect to tessera's probe socket (the
 //! kernel names them), the fake NVML lists them time-sliced on one GPU, and tessera turns
 //! their reported kernel time into shares scaled to the GPU's measured busy time. Without
-//! the socket the same node shows the honest default: shares withheld, nobody idle.
+//! the socket the same node shows the honest default: shares withheld, nobody idle. Clients
+//! of the first kind speak wire version 1 (totals only); the timeline clients speak version 2,
+//! and their per-millisecond timelines decide the time-sliced split.
 
 mod support;
 
@@ -34,6 +36,44 @@ while True:
         .args(["-c", script])
         .arg(socket)
         .arg(busy.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs the fake probe client")
+}
+
+/// A process that reports, as the version-2 probe does, a timeline in which its kernels cover
+/// `covered` of every millisecond and their solo durations explain `solo` of it. The clock is
+/// the wall clock in ns, shared by every client like CUPTI's.
+fn fake_timeline_client(socket: &std::path::Path, covered: f64, solo: f64) -> Child {
+    let script = r#"
+import socket, struct, sys, time
+path, cov, solo = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+t0 = time.time_ns(); kernels = 0
+while True:
+    try:
+        s = socket.socket(socket.AF_UNIX); s.connect(path); break
+    except OSError:
+        time.sleep(0.05)
+start = t0 // 1_000_000; sent = start; full = 2
+while True:
+    now = time.time_ns(); upto = now // 1_000_000
+    n = min(upto - sent, 16384); first = upto - n
+    kernels += 10
+    head = struct.pack("<4sIQQIIQQQII", b"TSP1", 2, int((now - t0) * cov), kernels, full, 0,
+                       now, start, first, n, 0)
+    body = struct.pack("<HH", int(cov * 1000), int(solo * 1000)) * n
+    try:
+        s.sendall(head + body)
+    except OSError:
+        sys.exit(0)  # tessera stopped
+    sent, full = upto, 0
+    time.sleep(0.2)
+"#;
+    Command::new("python3")
+        .args(["-c", script])
+        .arg(socket)
+        .arg(covered.to_string())
+        .arg(solo.to_string())
         .stdout(Stdio::null())
         .spawn()
         .expect("python3 runs the fake probe client")
@@ -120,6 +160,42 @@ fn probe_spans_become_shares_scaled_to_the_devices_busy_time() {
     );
     assert_eq!(value(&m, "gpu_unattributed_utilization_ratio{"), Some(0.8));
     assert!(m.contains(r#"method="withheld"} 1"#), "{m}");
+    e.stop();
+    drop(clients);
+}
+
+#[test]
+fn time_sliced_timelines_split_by_solo_time_not_by_span_totals() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    // Both tenants' spans cover every millisecond (each waits through the other's slices);
+    // their kernels alone would take 45 % and 25 % of it. Scaling totals to the device's 80 %
+    // would read 0.40 / 0.40; the timelines read 0.45 / 0.25.
+    let clients = Clients(vec![
+        fake_timeline_client(&socket, 1.0, 0.45),
+        fake_timeline_client(&socket, 1.0, 0.25),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario(dir.path(), &pids);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .arg("--web.enable-debug=true")
+        .start();
+    // The support sets a 2 s window; the timeline is read 2 s behind the clock: about 4 s.
+    e.wait_until("timeline shares", |e| {
+        let m = e.metrics();
+        process_value(&m, "gpu_process_busy_ratio", pids[1])
+            .is_some_and(|b| (b - 0.25).abs() < 0.02)
+    });
+    let m = e.metrics();
+    let a = process_value(&m, "gpu_process_busy_ratio", pids[0]).unwrap_or(-1.0);
+    let b = process_value(&m, "gpu_process_busy_ratio", pids[1]).unwrap_or(-1.0);
+    assert!(
+        (a - 0.45).abs() < 0.02 && (b - 0.25).abs() < 0.02,
+        "{a} {b}\n{m}"
+    );
+    let (_, debug) = e.get("/debug/attribution").expect("debug page");
+    assert!(debug.contains("CUDA probe timelines"), "{debug}");
     e.stop();
     drop(clients);
 }
