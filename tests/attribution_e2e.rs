@@ -195,17 +195,7 @@ impl Cluster {
     fn exporter(&self, extra: &[&str]) -> Exporter {
         let plans = self.plans.clone();
         let mut b = Exporter::builder(scenario())
-            .with_cluster()
-            .env(
-                "KUBECONFIG",
-                cluster::write_kubeconfig(self.dir.path(), &self.api.url()).unwrap(),
-            )
-            .with_procfs(move |root| cluster::write_cgroups(&plans, root).unwrap())
-            .arg(format!(
-                "--kubelet.pod-resources-socket={}",
-                self.socket.display()
-            ))
-            .arg("--kubelet.poll-interval=1s")
+            .in_fake_cluster(self.dir.path(), &self.api.url(), plans, &self.socket)
             .arg("--kube.pod-labels=team")
             .arg("--kube.dra=true");
         for a in extra {

@@ -154,19 +154,8 @@ fn a_claims_mps_config_sets_mode_and_limits() {
     }
     let socket = dir.path().join("kubelet.sock");
     let _kubelet: FakeKubelet = rt.block_on(FakeKubelet::start(&socket, state)).unwrap();
-    let procfs_plans = plans.clone();
     let e = Exporter::builder(support::workspace().join("tests/scenarios/dra-mps.yaml"))
-        .with_cluster()
-        .env(
-            "KUBECONFIG",
-            cluster::write_kubeconfig(dir.path(), &api.url()).unwrap(),
-        )
-        .with_procfs(move |root| cluster::write_cgroups(&procfs_plans, root).unwrap())
-        .arg(format!(
-            "--kubelet.pod-resources-socket={}",
-            socket.display()
-        ))
-        .arg("--kubelet.poll-interval=1s")
+        .in_fake_cluster(dir.path(), &api.url(), plans.clone(), &socket)
         .arg("--kube.dra=true")
         .arg("--web.enable-debug")
         .start();

@@ -189,19 +189,8 @@ fn fractional_schedulers_and_mps_limits() {
             cluster::kubelet_state(&plans, allocatable),
         ))
         .unwrap();
-    let procfs_plans = plans.clone();
     let e = Exporter::builder(support::workspace().join("tests/scenarios/cluster.yaml"))
-        .with_cluster()
-        .env(
-            "KUBECONFIG",
-            cluster::write_kubeconfig(dir.path(), &api.url()).unwrap(),
-        )
-        .with_procfs(move |root| cluster::write_cgroups(&procfs_plans, root).unwrap())
-        .arg(format!(
-            "--kubelet.pod-resources-socket={}",
-            socket.display()
-        ))
-        .arg("--kubelet.poll-interval=1s")
+        .in_fake_cluster(dir.path(), &api.url(), plans.clone(), &socket)
         .arg("--web.enable-debug=true")
         .start();
     e.wait_until("fractional limits", |e| {

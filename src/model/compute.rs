@@ -357,19 +357,17 @@ fn time_sliced_shares(
     {
         return None;
     }
-    let contended_solo: Vec<f64> = (0..len)
-        .map(|k| lines.iter().map(|l| l.solo[k]).sum())
-        .collect();
     let mut busy = vec![0.0; lines.len()];
     for k in 0..len {
-        let total: f64 = lines.iter().map(|l| l.covered[k]).sum();
-        for (i, l) in lines.iter().enumerate() {
+        let covered: f64 = lines.iter().map(|l| l.covered[k]).sum();
+        let solo: f64 = lines.iter().map(|l| l.solo[k]).sum();
+        for (b, l) in busy.iter_mut().zip(&lines) {
             let own = l.covered[k];
             if own <= 0.0 {
                 continue;
             }
-            busy[i] += if total - own > 0.0 {
-                l.solo[k] / contended_solo[k].max(1.0)
+            *b += if covered - own > 0.0 {
+                l.solo[k] / solo.max(1.0)
             } else {
                 own
             };

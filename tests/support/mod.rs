@@ -113,6 +113,29 @@ impl ExporterBuilder {
         self
     }
 
+    /// Runs against a fake cluster: the fake API server at `api_url` (kubeconfig in `dir`),
+    /// the pods' cgroups in the procfs tree and the fake kubelet on `kubelet_socket`.
+    pub fn in_fake_cluster(
+        self,
+        dir: &Path,
+        api_url: &str,
+        plans: Vec<tessera::demo::cluster::PodPlan>,
+        kubelet_socket: &Path,
+    ) -> Self {
+        use tessera::demo::cluster;
+        self.with_cluster()
+            .env(
+                "KUBECONFIG",
+                cluster::write_kubeconfig(dir, api_url).expect("kubeconfig"),
+            )
+            .with_procfs(move |root| cluster::write_cgroups(&plans, root).expect("cgroups"))
+            .arg(format!(
+                "--kubelet.pod-resources-socket={}",
+                kubelet_socket.display()
+            ))
+            .arg("--kubelet.poll-interval=1s")
+    }
+
     /// A process name to put in the test's procfs tree.
     pub fn comm(mut self, pid: u32, name: &[u8]) -> Self {
         self.procfs.push((pid, name.to_vec()));

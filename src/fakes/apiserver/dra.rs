@@ -20,6 +20,22 @@ const SLICE_FIELDS: &[&str] = &[
     "spec.pool.name",
 ];
 
+/// The 404 a real API server answers for a `resource.k8s.io` version it does not serve.
+fn unless_served(st: &super::Inner, version: &str) -> Option<Response> {
+    let served = match version {
+        "v1" => st.serve_v1,
+        "v1beta1" => st.serve_v1beta1,
+        _ => false,
+    };
+    (!served).then(|| {
+        status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    })
+}
+
 pub(super) async fn slices_handler(
     AxState(shared): AxState<Arc<Shared>>,
     uri: Uri,
@@ -30,17 +46,8 @@ pub(super) async fn slices_handler(
         return r;
     }
     let st = shared.lock();
-    let served = match version.as_str() {
-        "v1" => st.serve_v1,
-        "v1beta1" => st.serve_v1beta1,
-        _ => false,
-    };
-    if !served {
-        return status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        );
+    if let Some(r) = unless_served(&st, &version) {
+        return r;
     }
     let selector = match Selector::parse(q.get("fieldSelector"), SLICE_FIELDS) {
         Ok(s) => s,
@@ -76,17 +83,8 @@ pub(super) async fn claim_handler(
         return r;
     }
     let st = shared.lock();
-    let served = match version.as_str() {
-        "v1" => st.serve_v1,
-        "v1beta1" => st.serve_v1beta1,
-        _ => false,
-    };
-    if !served {
-        return status(
-            404,
-            "NotFound",
-            "the server could not find the requested resource",
-        );
+    if let Some(r) = unless_served(&st, &version) {
+        return r;
     }
     let found = st.claims.iter().find(|c| {
         c.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace.as_str())
