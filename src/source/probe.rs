@@ -104,8 +104,8 @@ impl Timeline {
 
 #[derive(Debug, Default)]
 struct PidReports {
-    /// (received, busy ns, kernels)
-    reports: VecDeque<(Instant, u64, u64)>,
+    /// (received, busy ns, kernels, records the probe lost)
+    reports: VecDeque<(Instant, u64, u64, u32)>,
     disabled: bool,
     /// Only once a full frame (the first of a connection) arrived.
     timeline: Option<Timeline>,
@@ -149,13 +149,14 @@ impl ProbeBook {
         // reused PID (or a lie), and history before it means nothing.
         if e.reports
             .back()
-            .is_some_and(|(_, busy, kernels)| frame.busy_ns < *busy || frame.kernels < *kernels)
+            .is_some_and(|(_, busy, kernels, _)| frame.busy_ns < *busy || frame.kernels < *kernels)
         {
             e.reports.clear();
             e.timeline = None;
         }
         e.disabled = frame.flags & FLAG_DISABLED != 0;
-        e.reports.push_back((at, frame.busy_ns, frame.kernels));
+        e.reports
+            .push_back((at, frame.busy_ns, frame.kernels, frame.dropped));
         while e.reports.len() > MAX_REPORTS {
             e.reports.pop_front();
         }
@@ -189,7 +190,7 @@ impl ProbeBook {
         map.retain(|_, r| {
             r.reports
                 .back()
-                .is_some_and(|(t, _, _)| now.saturating_duration_since(*t) < FORGET_AFTER)
+                .is_some_and(|(t, ..)| now.saturating_duration_since(*t) < FORGET_AFTER)
         });
         pids.iter()
             .filter_map(|pid| {
@@ -197,18 +198,22 @@ impl ProbeBook {
                 if r.disabled {
                     return None;
                 }
-                let (t1, last_busy, last_kernels) = *r.reports.back()?;
+                let (t1, last_busy, last_kernels, last_dropped) = *r.reports.back()?;
                 let first = r
                     .reports
                     .iter()
-                    .find(|(t, _, _)| t1.saturating_duration_since(*t) <= window)
+                    .find(|(t, ..)| t1.saturating_duration_since(*t) <= window)
                     .copied();
-                let busy_ratio = first.and_then(|(t0, busy0, _)| {
+                let busy_ratio = first.and_then(|(t0, busy0, _, dropped0)| {
                     let dt = t1.saturating_duration_since(t0).as_secs_f64();
-                    // Two reports at least a second apart, and the newest one recent.
-                    (dt >= 1.0 && now.saturating_duration_since(t1) <= window).then(|| {
-                        (last_busy.saturating_sub(busy0) as f64 / 1e9 / dt).clamp(0.0, 1.0)
-                    })
+                    // Two reports at least a second apart, the newest one recent, and no
+                    // records lost between them (the spans would miss time: an undercount).
+                    (dt >= 1.0
+                        && now.saturating_duration_since(t1) <= window
+                        && last_dropped == dropped0)
+                        .then(|| {
+                            (last_busy.saturating_sub(busy0) as f64 / 1e9 / dt).clamp(0.0, 1.0)
+                        })
                 });
                 Some((
                     *pid,
@@ -392,6 +397,31 @@ mod tests {
         assert!(book
             .readings(&[7], Duration::from_secs(5), later)
             .is_empty());
+    }
+
+    #[test]
+    fn lost_records_withhold_the_ratio_until_the_window_is_clean() {
+        let book = ProbeBook::default();
+        let t0 = Instant::now();
+        for s in 0..=3u64 {
+            let mut f = frame(400 * s, 10 * s);
+            f.dropped = if s >= 2 { 5 } else { 0 };
+            book.record(7, &f, t0 + Duration::from_secs(s));
+        }
+        let w = Duration::from_secs(5);
+        let r = book.readings(&[7], w, t0 + Duration::from_secs(3));
+        assert_eq!(
+            r[&7].busy_ratio, None,
+            "records were lost inside the window"
+        );
+        // Once the loss is older than the window, the ratio is back.
+        for s in 4..=9u64 {
+            let mut f = frame(400 * s, 10 * s);
+            f.dropped = 5;
+            book.record(7, &f, t0 + Duration::from_secs(s));
+        }
+        let r = book.readings(&[7], w, t0 + Duration::from_secs(9));
+        assert!((r[&7].busy_ratio.unwrap() - 0.4).abs() < 1e-9);
     }
 
     #[test]

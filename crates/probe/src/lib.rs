@@ -56,6 +56,8 @@ struct Cupti {
     register: unsafe extern "C" fn(RequestFn, CompleteFn) -> CuptiResult,
     /// The clock kernel records are stamped with; without it there is no timeline.
     timestamp: Option<unsafe extern "C" fn(*mut u64) -> CuptiResult>,
+    /// Records CUPTI had no buffer room for, per context and stream.
+    dropped_records: Option<unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult>,
 }
 
 static CUPTI: OnceLock<Cupti> = OnceLock::new();
@@ -96,6 +98,10 @@ fn load_cupti() -> Option<Cupti> {
             let flush_all = *lib.get(b"cuptiActivityFlushAll\0").ok()?;
             let register = *lib.get(b"cuptiActivityRegisterCallbacks\0").ok()?;
             let timestamp = lib.get(b"cuptiGetTimestamp\0").ok().map(|f| *f);
+            let dropped_records = lib
+                .get(b"cuptiActivityGetNumDroppedRecords\0")
+                .ok()
+                .map(|f| *f);
             Cupti {
                 _lib: lib,
                 enable,
@@ -104,6 +110,7 @@ fn load_cupti() -> Option<Cupti> {
                 flush_all,
                 register,
                 timestamp,
+                dropped_records,
             }
         };
         return Some(cupti);
@@ -139,8 +146,8 @@ unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: 
 }
 
 unsafe extern "C" fn buffer_completed(
-    _ctx: *mut c_void,
-    _stream: u32,
+    ctx: *mut c_void,
+    stream: u32,
     buf: *mut u8,
     _size: usize,
     valid: usize,
@@ -177,6 +184,18 @@ unsafe extern "C" fn buffer_completed(
                 }
             }
             spans.flush_batch();
+            // Lost records mean the spans miss time: tessera then withholds this process's
+            // figures instead of publishing an undercount.
+            if let Some(count) = cupti.dropped_records {
+                let mut n = 0usize;
+                // SAFETY: CUPTI writes one size_t for the context and stream it just served.
+                if unsafe { count(ctx, stream, &mut n) } == CUPTI_SUCCESS && n > 0 {
+                    let n = u32::try_from(n).unwrap_or(u32::MAX);
+                    let _ = DROPPED.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                        Some(d.saturating_add(n))
+                    });
+                }
+            }
         }
         if let Some(l) = layout() {
             // SAFETY: every buffer CUPTI returns was allocated by `buffer_requested` with `l`.

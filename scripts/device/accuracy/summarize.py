@@ -19,7 +19,11 @@ for q in procs:
                  "default_share": d["share"].get(pid), "default_share_reads": d["share_present"].get(pid, 0),
                  "default_idle": d["idle_fraction"].get(pid),
                  "probe_share": p["busy"].get(pid) if p["busy"].get(pid) is not None else p["share"].get(pid),
-                 "probe_idle": p["idle_fraction"].get(pid)})
+                 "probe_idle": p["idle_fraction"].get(pid),
+                 # Kernels the probe counted per op the worker ran (a matmul is one kernel):
+                 # below 1, records were lost or never made.
+                 "probe_kernels_per_op": round(p.get("kernels_per_s", {})[pid] / (q["ops"] / q["wall_s"]), 3)
+                     if p.get("kernels_per_s", {}).get(pid) and q.get("ops") else None})
 print(json.dumps({"case": n, "sum_truth": round(sum(q["truth"] for q in procs), 3),
                   "device_util": w.get("device_util_0.1s"), "default_reads": d["reads"],
                   "default_unattributed": d["unattributed"], "default_methods": d["methods"],

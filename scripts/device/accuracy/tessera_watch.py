@@ -9,6 +9,7 @@ base, start_at, dur, out = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), 
 skip = float(sys.argv[5]) if len(sys.argv) > 5 else 4
 t_begin, t_end = start_at + skip, start_at + dur - 1
 share, busy = collections.defaultdict(list), collections.defaultdict(list)
+kernels = {}  # pid -> [(time, kernels_total)], first and every later read
 verdict = collections.defaultdict(collections.Counter)
 unattributed, methods, whys, reads = [], collections.Counter(), collections.Counter(), 0
 while time.time() < t_begin: time.sleep(0.01)
@@ -21,10 +22,12 @@ while time.time() < t_end:
         time.sleep(1); continue
     reads += 1
     for line in body.splitlines():
-        m = re.match(r'(gpu_process_sm_utilization_ratio|gpu_process_busy_ratio|gpu_unattributed_utilization_ratio)\{([^}]*)\} (\S+)', line)
+        m = re.match(r'(gpu_process_sm_utilization_ratio|gpu_process_busy_ratio|gpu_unattributed_utilization_ratio|gpu_process_kernels_total)\{([^}]*)\} (\S+)', line)
         if not m: continue
         name, labels, v = m.groups()
         pid = re.search(r'pid="(\d+)"', labels)
+        if name == "gpu_process_kernels_total":
+            kernels.setdefault(pid.group(1), [(t, float(v))]).append((t, float(v))); continue
         if name == "gpu_process_sm_utilization_ratio": share[pid.group(1)].append(float(v))
         elif name == "gpu_process_busy_ratio": busy[pid.group(1)].append(float(v))
         else: unattributed.append(float(v))
@@ -42,4 +45,6 @@ json.dump({"reads": reads,
            "share_present": {p: len(v) for p, v in share.items()},
            "busy": {p: avg(v) for p, v in busy.items()},
            "idle_fraction": {p: round(c["idle"] / max(1, sum(c.values())), 3) for p, c in verdict.items()},
+           "kernels_per_s": {p: round((v[-1][1] - v[0][1]) / (v[-1][0] - v[0][0]), 1)
+                            for p, v in kernels.items() if v[-1][0] > v[0][0]},
            "unattributed": avg(unattributed), "methods": dict(methods), "whys": dict(whys)}, open(out, "w"), indent=1)
