@@ -185,7 +185,8 @@ unsafe extern "C" fn buffer_completed(
             }
             spans.flush_batch();
             // Lost records mean the spans miss time: tessera then withholds this process's
-            // figures instead of publishing an undercount.
+            // figures instead of publishing an undercount. Whether CUPTI's count restarts after
+            // each call or not, any growth here means a loss, which is all tessera reads.
             if let Some(count) = cupti.dropped_records {
                 let mut n = 0usize;
                 // SAFETY: CUPTI writes one size_t for the context and stream it just served.
