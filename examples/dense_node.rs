@@ -120,6 +120,7 @@ fn layout(a: &Args) -> Layout {
                         )],
                     )],
                     pids: Vec::new(),
+                    ..Default::default()
                 }],
                 ..Default::default()
             }

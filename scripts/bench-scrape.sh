@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scrape-path benchmark of the release binary, loopback only:
-#   demo   `tessera --demo` (8 × H100, every sharing mode, ~600 series)
+#   demo   `tessera --demo` (9 × H100, every sharing mode, ~600 series)
 #   dense  examples/dense_node.rs: 8 × H100 × 7 × 1g.10gb MIG, 500 processes, 300 pods, served
 #          by a fake kubelet and API server in the example's process (~2,500 series)
 # For each: series and payload, the exporter's CPU per sample cycle over an idle window (no

@@ -3,7 +3,7 @@
 #   - its files are the binary, the fake NVML, exactly the libraries ldd lists, CA roots and
 #     passwd/group; OCI labels, user 65534, entrypoint tessera, tag = the Cargo version; < 30 MB;
 #   - `--demo` with a read-only root filesystem: /readyz and /metrics answer on a host port
-#     bound to 127.0.0.1, the 8 demo GPUs are there, "discovered GPUs" is logged once and the
+#     bound to 127.0.0.1, the 9 demo GPUs are there, "discovered GPUs" is logged once and the
 #     log has no colour codes; SIGTERM stops it with exit code 0;
 #   - without NVML (no --demo): one line naming the missing library, exit code 1.
 # podman runs with --storage-driver vfs --runtime runc and explicit ulimits (crun fails on
@@ -107,7 +107,7 @@ check "GET /readyz from the host" "((ready))"
 curl -fsS --max-time 5 "http://127.0.0.1:$port/metrics" >"$work/metrics.txt" 2>/dev/null || true
 gpus=$(grep -c '^gpu_up{' "$work/metrics.txt" || true)
 check "GET /metrics from the host: $gpus GPUs up, build info present" \
-  "[[ $gpus == 8 ]] && grep -q '^tessera_build_info{' '$work/metrics.txt' && grep -q '^# EOF' '$work/metrics.txt'"
+  "[[ $gpus == 9 ]] && grep -q '^tessera_build_info{' '$work/metrics.txt' && grep -q '^# EOF' '$work/metrics.txt'"
 check "the port is published on 127.0.0.1 only" \
   "p port '$name' 2>/dev/null | grep -qx '9949/tcp -> 127.0.0.1:$port'"
 p stop -t 10 "$name" >/dev/null 2>&1 || true

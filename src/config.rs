@@ -127,7 +127,7 @@ pub struct Cli {
     /// Pod labels copied onto container series as label_<name>, comma-separated [default: none].
     #[arg(long = "kube.pod-labels", env = "TESSERA_KUBE_POD_LABELS")]
     pub pod_labels: Option<String>,
-    /// Resolve DRA allocations through ResourceSlices and read the pods' ResourceClaims [default: false].
+    /// Resolve DRA allocations through ResourceSlices and read the pods' ResourceClaims [default: false; true with --demo].
     #[arg(long = "kube.dra", env = "TESSERA_KUBE_DRA", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", overrides_with = "no_kube_dra")]
     pub kube_dra: Option<String>,
@@ -572,7 +572,8 @@ impl Settings {
                 None => Ok(labels),
             }
         });
-        let kube_dra = r.get_bool("kube.dra", &cli.kube_dra, cli.no_kube_dra, false);
+        // The demo's GPU 8 is shared through a DRA claim: on by default there, still switchable.
+        let kube_dra = r.get_bool("kube.dra", &cli.kube_dra, cli.no_kube_dra, demo);
         let probe_socket = r.get("probe.socket", &cli.probe_socket, None, |s| {
             Ok(Some(PathBuf::from(s)))
         });

@@ -65,6 +65,15 @@ fn file_fills_in_and_flags_win() {
 }
 
 #[test]
+fn the_demo_turns_dra_on_unless_told_otherwise() {
+    let on = |args: &[&str]| Settings::resolve(&cli(args)).unwrap().kube_dra;
+    assert!(!on(&[]));
+    assert!(on(&["--demo"]));
+    assert!(!on(&["--demo", "--kube.dra=false"]));
+    assert!(!on(&["--demo", "--no-kube.dra"]));
+}
+
+#[test]
 fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
     let s = Settings::resolve(&cli(&["--web.enable-debug", "--demo", "--kube.dra"])).unwrap();
     assert!(s.enable_debug && s.demo && s.kube_dra);

@@ -6,10 +6,13 @@ use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Node, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStatus, Node, Pod, PodResourceClaim, PodSpec, PodStatus,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::fakes::kubelet::{FakeContainer, FakeKubeletState, FakePod};
+use crate::model::allocations::DynamicDevice;
 
 #[derive(Debug, Clone, Default)]
 pub struct ContainerPlan {
@@ -18,6 +21,8 @@ pub struct ContainerPlan {
     pub devices: Vec<(String, Vec<String>)>,
     /// Host PIDs of the container's processes.
     pub pids: Vec<u32>,
+    /// DRA devices the kubelet reports for the container.
+    pub dynamic: Vec<DynamicDevice>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -30,6 +35,8 @@ pub struct PodPlan {
     /// Scheduler annotations (HAMi's, Volcano's, KAI's) as the API server would show them.
     pub annotations: BTreeMap<String, String>,
     pub containers: Vec<ContainerPlan>,
+    /// `spec.resourceClaims`: (the pod's name for the claim, the ResourceClaim it names).
+    pub claims: Vec<(String, String)>,
 }
 
 fn hash64(parts: &[&str]) -> u64 {
@@ -53,6 +60,7 @@ impl PodPlan {
                     vec![(resource.into(), ids.to_vec())]
                 },
                 pids: pids.to_vec(),
+                ..Default::default()
             }],
             ..Default::default()
         }
@@ -124,6 +132,16 @@ impl PodPlan {
                         ..Default::default()
                     })
                     .collect(),
+                resource_claims: (!self.claims.is_empty()).then(|| {
+                    self.claims
+                        .iter()
+                        .map(|(name, claim)| PodResourceClaim {
+                            name: name.clone(),
+                            resource_claim_name: Some(claim.clone()),
+                            ..Default::default()
+                        })
+                        .collect()
+                }),
                 ..Default::default()
             }),
             status: Some(PodStatus {
@@ -157,7 +175,7 @@ impl PodPlan {
                 .map(|c| FakeContainer {
                     name: c.name.clone(),
                     devices: c.devices.clone(),
-                    dynamic: Vec::new(),
+                    dynamic: c.dynamic.clone(),
                 })
                 .collect(),
         }

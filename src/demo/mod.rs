@@ -1,10 +1,11 @@
-//! `--demo`: a built-in 8-GPU H100 node for machines without a GPU. It runs the exporter's one
+//! `--demo`: a built-in 9-GPU H100 node for machines without a GPU. It runs the exporter's one
 //! real code path against the fake NVML library (built with the workspace), a procfs tree
 //! written to a temp directory, and — once attribution lands — a fake kubelet and API server.
 //! Nothing here is used unless `--demo` is given: tessera never serves fake data silently.
 
 pub mod cluster;
 pub mod cpu;
+pub mod dra;
 pub mod plan;
 pub mod probe;
 
@@ -121,7 +122,7 @@ pub fn prepare(library: Option<&Path>) -> Result<DemoNode, DemoError> {
 }
 
 /// The demo's kubelet (a gRPC server on a socket in the demo's temp dir) and API server
-/// (loopback HTTP), serving the pods of [`plan::demo_pods`].
+/// (loopback HTTP), serving the pods of [`plan::demo_pods`] and GPU 8's DRA claim ([`dra`]).
 pub struct DemoServices {
     pub kubelet: FakeKubelet,
     pub api: FakeApiServer,
@@ -133,7 +134,9 @@ pub async fn start_services(
     node_name: &str,
     gpus: &[GpuSample],
 ) -> Result<DemoServices, DemoError> {
-    let (pods, allocatable) = plan::demo_pods(gpus);
+    let (mut pods, allocatable) = plan::demo_pods(gpus);
+    let dra = dra::demo(gpus, node_name);
+    pods.extend(dra.pods);
     cluster::write_cgroups(&pods, &node.procfs)?;
     let socket = node.dir.path().join("kubelet.sock");
     let kubelet = FakeKubelet::start(&socket, cluster::kubelet_state(&pods, allocatable)).await?;
@@ -149,6 +152,8 @@ pub async fn start_services(
     let api = FakeApiServer::start(FakeCluster {
         pods: pods.iter().map(|p| p.to_pod(node_name)).collect(),
         nodes: vec![cluster::node(node_name, labels)],
+        slices: vec![dra.slice],
+        claims: vec![dra.claim],
         ..Default::default()
     })
     .await?;

@@ -14,7 +14,7 @@ fn labels(app: &str, team: &str) -> BTreeMap<String, String> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn pod(
+pub(super) fn pod(
     ns: &str,
     name: &str,
     owner: Option<(&str, &str)>,

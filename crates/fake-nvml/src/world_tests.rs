@@ -108,7 +108,7 @@ fn default_uuids_and_bus_ids_look_real_and_are_stable() {
 fn demo_lists_every_process_once() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/demo.yaml");
     let procs = Scenario::load(&path).unwrap().processes();
-    assert_eq!(procs.len(), 24);
+    assert_eq!(procs.len(), 27);
     assert!(procs.iter().all(|p| p.comm.is_some()));
     assert!(procs
         .iter()

@@ -360,7 +360,7 @@ fn a100_node() {
 fn demo_node() {
     let _g = serial();
     let nvml = init(&scenario("demo.yaml")).unwrap();
-    assert_eq!(nvml.device_count().unwrap(), 8);
+    assert_eq!(nvml.device_count().unwrap(), 9);
     let dev = |i| nvml.device_by_index(i).unwrap();
 
     // GPUs 0-1: exclusive training, 60-75 GiB.
@@ -414,5 +414,8 @@ fn demo_node() {
         1,
         "one booked sample"
     );
+    // GPU 8: MPS under a DRA claim, server plus two clients, as on GPU 5.
+    assert_eq!(dev(8).running_compute_processes().unwrap().len(), 3);
+    assert_eq!(dev(8).mps_running_compute_processes().unwrap().len(), 2);
     nvml.shutdown().unwrap();
 }
