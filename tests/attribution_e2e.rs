@@ -166,11 +166,7 @@ struct Cluster {
 
 impl Cluster {
     fn new() -> Self {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = support::fake_cluster_runtime();
         let dir = tempfile::tempdir().unwrap();
         let plans = plans();
         let api = rt

@@ -111,11 +111,7 @@ fn mode<'a>(m: &'a str, gpu: &str) -> Option<&'a str> {
 
 #[test]
 fn a_claims_mps_config_sets_mode_and_limits() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::fake_cluster_runtime();
     let dir = tempfile::tempdir().unwrap();
     let plans = plans();
     let pods = plans

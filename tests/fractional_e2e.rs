@@ -159,11 +159,7 @@ fn gpu_mode(m: &str, gpu: &str) -> Option<String> {
 
 #[test]
 fn fractional_schedulers_and_mps_limits() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = support::fake_cluster_runtime();
     let dir = tempfile::tempdir().unwrap();
     let plans = plans();
     let api = rt
