@@ -55,19 +55,10 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "interrupted"; echo "$passed passed, $((failed + 1)) failed"; exit 130' INT TERM
-(
-  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-  sleep "$LIMIT" >/dev/null 2>&1 &
-  sleeper=$!
-  wait "$sleeper"
-  echo "test-advisor.sh: over ${LIMIT}s, giving up" >&2
-  kill -TERM $$ 2>/dev/null
-) &
-watchdog=$!
-
-pass() { passed=$((passed + 1)); echo "ok    $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL  $*"; }
-section() { echo; echo "== $*"; }
+# shellcheck source=lib/harness.sh
+. scripts/lib/harness.sh
+start_watchdog test-advisor.sh "$LIMIT"
+watchdog=$watchdog_pid
 finish() { echo; echo "$passed passed, $failed failed"; ((failed == 0)); exit; }
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')

@@ -54,21 +54,10 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "interrupted"; echo "$passed passed, $((failed + 1)) failed"; exit 130' INT TERM
 
-# Watchdog: bound the whole run. (Its sleep must not hold our stdout open,
-# and must die with it.)
-(
-  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
-  sleep "$LIMIT" >/dev/null 2>&1 &
-  sleeper=$!
-  wait "$sleeper"
-  echo "test-prometheus.sh: over ${LIMIT}s, giving up" >&2
-  kill -TERM $$ 2>/dev/null
-) &
-pids+=($!)
-
-pass() { passed=$((passed + 1)); echo "ok    $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL  $*"; }
-section() { echo; echo "== $*"; }
+# shellcheck source=lib/harness.sh
+. scripts/lib/harness.sh
+start_watchdog test-prometheus.sh "$LIMIT"
+pids+=("$watchdog_pid")
 
 # check NAME CMD...: one check, output shown only on failure.
 check() {

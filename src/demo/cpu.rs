@@ -3,11 +3,9 @@
 //! (`model::compute`) sees what it would see on a real node.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use super::repeat::Repeating;
 use super::{DemoError, ScenarioProcesses};
 use crate::source::procfs::clock_ticks_per_second;
 
@@ -16,21 +14,6 @@ const TICK: Duration = Duration::from_millis(200);
 
 /// A process that runs kernels uses CPU to launch them; one that does not, none.
 const DEFAULT_BUSY_CPU_PERCENT: f64 = 30.0;
-
-/// Rewrites the stat files until dropped.
-pub struct CpuTicker {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for CpuTicker {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 fn write_stat(dir: &Path, pid: u32, ticks: u64) -> std::io::Result<()> {
     // Start time 1000 + pid: distinct and stable for each fake process.
@@ -42,7 +25,7 @@ fn write_stat(dir: &Path, pid: u32, ticks: u64) -> std::io::Result<()> {
 }
 
 /// Writes a stat file for every process in `scenario` now and keeps them ticking.
-pub fn start(scenario: &str, procfs: &Path) -> Result<CpuTicker, DemoError> {
+pub fn start(scenario: &str, procfs: &Path) -> Result<Repeating, DemoError> {
     let parsed: ScenarioProcesses = serde_yaml::from_str(scenario)?;
     let mut rates: Vec<(u32, f64)> = Vec::new();
     for p in parsed.phases.iter().flat_map(|ph| &ph.processes) {
@@ -60,26 +43,18 @@ pub fn start(scenario: &str, procfs: &Path) -> Result<CpuTicker, DemoError> {
         std::fs::create_dir_all(procfs.join(pid.to_string()))?;
         write_stat(procfs, *pid, 0)?;
     }
-    let stop = Arc::new(AtomicBool::new(false));
     let root: PathBuf = procfs.to_path_buf();
     let hz = clock_ticks_per_second();
-    let flag = stop.clone();
-    let thread = std::thread::Builder::new()
-        .name("tessera-demo-cpu".into())
-        .spawn(move || {
-            let started = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(TICK);
-                let secs = started.elapsed().as_secs_f64();
-                for (pid, percent) in &rates {
-                    let ticks = (secs * percent / 100.0 * hz) as u64;
-                    // A test may remove a process's directory to make it vanish.
-                    let _ = write_stat(&root, *pid, ticks);
-                }
+    Ok(Repeating::start(
+        "tessera-demo-cpu",
+        TICK,
+        move |elapsed| {
+            let secs = elapsed.as_secs_f64();
+            for (pid, percent) in &rates {
+                let ticks = (secs * percent / 100.0 * hz) as u64;
+                // A test may remove a process's directory to make it vanish.
+                let _ = write_stat(&root, *pid, ticks);
             }
-        })?;
-    Ok(CpuTicker {
-        stop,
-        thread: Some(thread),
-    })
+        },
+    )?)
 }

@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod dra;
 pub mod plan;
 pub mod probe;
+pub mod repeat;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,7 +41,7 @@ pub struct DemoNode {
     pub library: PathBuf,
     pub scenario: PathBuf,
     pub procfs: PathBuf,
-    _cpu: cpu::CpuTicker,
+    _cpu: repeat::Repeating,
 }
 
 #[derive(Deserialize)]

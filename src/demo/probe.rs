@@ -2,11 +2,9 @@
 //! would send them (kernel busy time at the scenario's `sm_util`), filed straight into the
 //! probe book, so `--demo` shows the exact mode beside the honest default of the other GPUs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::repeat::Repeating;
 use super::{DemoError, ScenarioProcesses};
 use crate::source::probe::{Frame, ProbeBook};
 
@@ -15,21 +13,6 @@ pub const PROBED_PIDS: [u32; 3] = [45061, 45062, 45063];
 const REPORT_EVERY: Duration = Duration::from_millis(500);
 /// Kernels per busy second, for the kernel counter (1 ms kernels).
 const KERNELS_PER_BUSY_SECOND: f64 = 1000.0;
-
-/// Sends reports until dropped.
-pub struct ProbeFeed {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for ProbeFeed {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
 
 /// Each pid's busy share (0..=1) in the phase running `elapsed_ms` into the scenario.
 fn rates_at(s: &ScenarioProcesses, pids: &[u32], elapsed_ms: u64) -> Vec<f64> {
@@ -47,39 +30,31 @@ fn rates_at(s: &ScenarioProcesses, pids: &[u32], elapsed_ms: u64) -> Vec<f64> {
         .collect()
 }
 
-pub fn start(scenario: &str, pids: &[u32], book: ProbeBook) -> Result<ProbeFeed, DemoError> {
+/// Files reports for `pids` until the returned feed is dropped.
+pub fn start(scenario: &str, pids: &[u32], book: ProbeBook) -> Result<Repeating, DemoError> {
     let parsed: ScenarioProcesses = serde_yaml::from_str(scenario)?;
     let pids = pids.to_vec();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let thread = std::thread::Builder::new()
-        .name("tessera-demo-probe".into())
-        .spawn(move || {
-            let started = Instant::now();
-            let mut busy = vec![0.0f64; pids.len()];
-            let mut last = started;
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(REPORT_EVERY);
-                let now = Instant::now();
-                let dt = now.duration_since(last).as_secs_f64();
-                last = now;
-                let elapsed_ms = now.duration_since(started).as_millis() as u64;
-                let rates = rates_at(&parsed, &pids, elapsed_ms);
-                for ((pid, b), rate) in pids.iter().zip(&mut busy).zip(rates) {
-                    *b += rate * dt;
-                    let frame = Frame {
-                        busy_ns: (*b * 1e9) as u64,
-                        kernels: (*b * KERNELS_PER_BUSY_SECOND) as u64,
-                        ..Frame::default()
-                    };
-                    book.record(*pid, &frame, now);
-                }
+    let mut busy = vec![0.0f64; pids.len()];
+    let mut last = Duration::ZERO;
+    Ok(Repeating::start(
+        "tessera-demo-probe",
+        REPORT_EVERY,
+        move |elapsed| {
+            let dt = (elapsed - last).as_secs_f64();
+            last = elapsed;
+            let rates = rates_at(&parsed, &pids, elapsed.as_millis() as u64);
+            let now = Instant::now();
+            for ((pid, b), rate) in pids.iter().zip(&mut busy).zip(rates) {
+                *b += rate * dt;
+                let frame = Frame {
+                    busy_ns: (*b * 1e9) as u64,
+                    kernels: (*b * KERNELS_PER_BUSY_SECOND) as u64,
+                    ..Frame::default()
+                };
+                book.record(*pid, &frame, now);
             }
-        })?;
-    Ok(ProbeFeed {
-        stop,
-        thread: Some(thread),
-    })
+        },
+    )?)
 }
 
 #[cfg(test)]

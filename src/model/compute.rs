@@ -8,9 +8,11 @@
 //! * a process is *quiet* when NVML books it nothing, the probe (if any) saw no kernels, and
 //!   its CPU time over the trailing window is near zero: a process that launches kernels
 //!   spends CPU doing so. Everything else that runs on the device is a *candidate*;
-//! * with the CUDA probe on every candidate, each process's share is its kernel busy time,
-//!   scaled under time-slicing so that the shares add up to the device's measured busy
-//!   fraction (a time-sliced kernel's span includes the other tenants' slices);
+//! * with the CUDA probe on every candidate, each process's share is its kernel busy time.
+//!   Under time-slicing a kernel's span includes the other tenants' slices, so the tenants'
+//!   millisecond timelines are set side by side and each shared millisecond is split by the
+//!   kernels' solo durations; without timelines from every candidate, the spans are scaled to
+//!   add up to the device's measured busy fraction;
 //! * otherwise, with exactly one candidate, the device's utilization is that process's;
 //!   quiet processes read 0;
 //! * otherwise the candidates' shares are withheld (absent, not 0), and what the device
@@ -124,7 +126,8 @@ pub struct DeviceSplit {
     pub candidates: Vec<u32>,
     /// Processes known not to have: NVML booked nothing, no probe kernels, CPU near zero.
     pub quiet: Vec<u32>,
-    /// Time-slicing scale applied to probe spans (1 when none was needed).
+    /// Scale applied to the probe's figures: to the device's busy time under time-slicing
+    /// (a cap only, when timelines split it), to the whole instance on MIG; 1 when none.
     pub probe_scale: Option<f64>,
     /// One line for people: why shares are what they are.
     pub why: String,

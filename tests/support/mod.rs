@@ -85,7 +85,7 @@ pub struct Exporter {
     pub child: Child,
     pub port: u16,
     pub dir: tempfile::TempDir,
-    _cpu: tessera::demo::cpu::CpuTicker,
+    _cpu: tessera::demo::repeat::Repeating,
 }
 
 type ProcfsHook = Box<dyn FnOnce(&Path)>;

@@ -2,7 +2,7 @@
 //! ResourceClaims (get by namespace and name), each in `v1` and `v1beta1`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use axum::extract::{Path, Query, State as AxState};
 use axum::http::Uri;
@@ -20,20 +20,30 @@ const SLICE_FIELDS: &[&str] = &[
     "spec.pool.name",
 ];
 
-/// The 404 a real API server answers for a `resource.k8s.io` version it does not serve.
-fn unless_served(st: &super::Inner, version: &str) -> Option<Response> {
+/// The common start of every `resource.k8s.io` request: the fake's logging, delays and
+/// injected failures, then the 404 a real API server answers for a version it does not serve.
+async fn served<'a>(
+    shared: &'a Shared,
+    uri: &Uri,
+    version: &str,
+) -> Result<MutexGuard<'a, super::Inner>, Response> {
+    if let Some(r) = preamble(shared, uri).await {
+        return Err(r);
+    }
+    let st = shared.lock();
     let served = match version {
         "v1" => st.serve_v1,
         "v1beta1" => st.serve_v1beta1,
         _ => false,
     };
-    (!served).then(|| {
-        status(
+    if !served {
+        return Err(status(
             404,
             "NotFound",
             "the server could not find the requested resource",
-        )
-    })
+        ));
+    }
+    Ok(st)
 }
 
 pub(super) async fn slices_handler(
@@ -42,13 +52,10 @@ pub(super) async fn slices_handler(
     Path(version): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Some(r) = preamble(&shared, &uri).await {
-        return r;
-    }
-    let st = shared.lock();
-    if let Some(r) = unless_served(&st, &version) {
-        return r;
-    }
+    let st = match served(&shared, &uri, &version).await {
+        Ok(st) => st,
+        Err(r) => return r,
+    };
     let selector = match Selector::parse(q.get("fieldSelector"), SLICE_FIELDS) {
         Ok(s) => s,
         Err(msg) => return status(400, "BadRequest", &msg),
@@ -79,13 +86,10 @@ pub(super) async fn claim_handler(
     uri: Uri,
     Path((version, namespace, name)): Path<(String, String, String)>,
 ) -> Response {
-    if let Some(r) = preamble(&shared, &uri).await {
-        return r;
-    }
-    let st = shared.lock();
-    if let Some(r) = unless_served(&st, &version) {
-        return r;
-    }
+    let st = match served(&shared, &uri, &version).await {
+        Ok(st) => st,
+        Err(r) => return r,
+    };
     let found = st.claims.iter().find(|c| {
         c.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace.as_str())
             && c.pointer("/metadata/name").and_then(Value::as_str) == Some(name.as_str())
