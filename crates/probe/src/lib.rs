@@ -9,6 +9,7 @@
 //!
 //! CUPTI is loaded at run time, so nothing CUDA is needed to build this crate.
 
+pub mod duty;
 pub mod solo;
 pub mod spans;
 pub mod wire;
@@ -18,10 +19,11 @@ use std::os::raw::{c_int, c_void};
 use std::os::unix::net::UnixStream;
 use std::panic::catch_unwind;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use duty::{slot_traced, Governor, SLOT_NS};
 use solo::{KernelShape, SoloDurations};
 use spans::Spans;
 use wire::{Frame, DEFAULT_SOCKET, FLAG_DISABLED, FLAG_FULL};
@@ -30,6 +32,7 @@ type CuptiResult = c_int;
 const CUPTI_SUCCESS: CuptiResult = 0;
 const ACTIVITY_KIND_KERNEL: u32 = 3;
 const ACTIVITY_KIND_CONCURRENT_KERNEL: u32 = 10;
+const CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: u32 = 1;
 /// Every kernel record version starts with kind, cache config, registers and two cache enums;
 /// start and end timestamps (ns) follow at these offsets.
 const KERNEL_START_OFFSET: usize = 16;
@@ -40,7 +43,7 @@ const KERNEL_GRID_OFFSET: usize = 52;
 const KERNEL_DYNAMIC_SHARED_OFFSET: usize = 80;
 const KERNEL_NAME_OFFSET: usize = 104;
 /// Large buffers mean few completions: the per-kernel cost stays one record write.
-const BUFFER_BYTES: usize = 4 << 20;
+const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 const BUFFER_ALIGN: usize = 8;
 const REPORT_EVERY: Duration = Duration::from_secs(1);
 
@@ -65,6 +68,12 @@ static SPANS: Mutex<Spans> = Mutex::new(Spans::new());
 static SOLO: Mutex<SoloDurations> = Mutex::new(SoloDurations::new());
 static DISABLED: AtomicBool = AtomicBool::new(false);
 static DROPPED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Kernel records CUPTI handed over without both timestamps (a forced flush of a kernel still
+/// queued or running): their time is lost, so tessera treats them like dropped records.
+static INCOMPLETE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+static BUFFER_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_BYTES);
+/// `cuptiActivityFlushAll` flag for the once-a-second flush.
+static FLUSH_FLAG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 fn cupti_candidates() -> Vec<PathBuf> {
     let mut c: Vec<PathBuf> = std::env::var_os("TESSERA_PROBE_CUPTI")
@@ -119,7 +128,7 @@ fn load_cupti() -> Option<Cupti> {
 }
 
 fn layout() -> Option<std::alloc::Layout> {
-    std::alloc::Layout::from_size_align(BUFFER_BYTES, BUFFER_ALIGN).ok()
+    std::alloc::Layout::from_size_align(BUFFER_BYTES.load(Ordering::Relaxed), BUFFER_ALIGN).ok()
 }
 
 unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: *mut usize) {
@@ -134,7 +143,7 @@ unsafe extern "C" fn buffer_requested(buf: *mut *mut u8, size: *mut usize, max: 
                 Some(l) if !DISABLED.load(Ordering::Relaxed) => {
                     let p = std::alloc::alloc(l);
                     *buf = p;
-                    *size = if p.is_null() { 0 } else { BUFFER_BYTES };
+                    *size = if p.is_null() { 0 } else { l.size() };
                 }
                 _ => {
                     *buf = std::ptr::null_mut();
@@ -178,7 +187,12 @@ unsafe extern "C" fn buffer_completed(
                             block: [12, 16, 20].map(|o| u32_at(KERNEL_GRID_OFFSET + o)),
                             dynamic_shared: u32_at(KERNEL_DYNAMIC_SHARED_OFFSET),
                         };
-                        let solo_ns = solo.observe(shape, end.saturating_sub(start), end);
+                        if start == 0 || end <= start {
+                            INCOMPLETE.fetch_add(1, Ordering::Relaxed);
+                            spans.push(0, 0, 0);
+                            continue;
+                        }
+                        let solo_ns = solo.observe(shape, end - start, end);
                         spans.push(start, end, solo_ns);
                     }
                 }
@@ -226,6 +240,7 @@ fn snapshot(full: bool) -> Frame {
     let mut frame = Frame {
         flags: if disabled { FLAG_DISABLED } else { 0 } | if full { FLAG_FULL } else { 0 },
         dropped: DROPPED.load(Ordering::Relaxed),
+        incomplete: INCOMPLETE.load(Ordering::Relaxed),
         ..Frame::default()
     };
     if let Ok(mut s) = SPANS.lock() {
@@ -234,25 +249,83 @@ fn snapshot(full: bool) -> Frame {
         if let Some(now) = cupti_now().filter(|_| !disabled) {
             frame.now_ns = now;
             frame.complete_from = s.complete_from;
-            (frame.first_bucket, frame.buckets) = s.take_buckets(full);
+            frame.traced_ns = Some(s.traced_total(now));
+            (frame.first_bucket, frame.buckets) = s.take_buckets(full, now);
         }
     }
     frame
 }
 
-/// Flushes completed records and reports once a second, reconnecting when tessera restarts.
-fn reporter(socket: PathBuf) {
+/// Turns kernel records on or off, and notes when on the timeline. CUPTI may hand over
+/// buffers from inside these calls, so the spans are never locked across them.
+fn set_tracing(cupti: &Cupti, on: bool) {
+    if on {
+        // SAFETY: a plain CUPTI call from a thread of our own.
+        if unsafe { (cupti.enable)(ACTIVITY_KIND_CONCURRENT_KERNEL) } != CUPTI_SUCCESS {
+            disable(cupti);
+            return;
+        }
+        if let (Some(now), Ok(mut s)) = (cupti_now(), SPANS.lock()) {
+            s.trace_on(now);
+        }
+    } else {
+        if let (Some(now), Ok(mut s)) = (cupti_now(), SPANS.lock()) {
+            s.trace_off(now);
+        }
+        // SAFETY: as above.
+        if unsafe { (cupti.disable)(ACTIVITY_KIND_CONCURRENT_KERNEL) } != CUPTI_SUCCESS {
+            disable(cupti);
+        }
+    }
+}
+
+/// Kernels, traced ns and busy ns so far: what the governor judges the last second by.
+fn progress() -> Option<(u64, u64, u64)> {
+    let now = cupti_now()?;
+    let s = SPANS.lock().ok()?;
+    Some((s.kernels, s.traced_total(now), s.busy_ns))
+}
+
+/// The probe's one thread: follows the duty-cycle schedule when throttled, and once a second
+/// flushes completed records, re-judges the traced fraction and reports to tessera,
+/// reconnecting when tessera restarts.
+fn reporter(socket: PathBuf, budget: f64) {
     let mut conn: Option<(u32, UnixStream)> = None;
+    let mut governor = Governor::new(budget);
+    let mut tracing = true;
+    let mut last = progress().unwrap_or_default();
+    let mut next_report = Instant::now() + REPORT_EVERY;
     loop {
-        std::thread::sleep(REPORT_EVERY);
-        if let Some(cupti) = CUPTI.get() {
-            if !DISABLED.load(Ordering::Relaxed) {
-                // SAFETY: a plain CUPTI call from a thread of our own.
-                let r = unsafe { (cupti.flush_all)(0) };
-                if r != CUPTI_SUCCESS {
-                    disable(cupti);
-                }
+        let now = Instant::now();
+        let mut wake = next_report;
+        if governor.fraction < 1.0 {
+            if let Some(ns) = cupti_now() {
+                let to_slot = Duration::from_nanos(SLOT_NS - ns % SLOT_NS);
+                wake = wake.min(now + to_slot);
             }
+        }
+        std::thread::sleep(wake.saturating_duration_since(now));
+        let cupti = CUPTI.get().filter(|_| !DISABLED.load(Ordering::Relaxed));
+        if let (Some(cupti), Some(ns)) = (cupti, cupti_now()) {
+            let want = slot_traced(ns / SLOT_NS, governor.fraction);
+            if want != tracing {
+                set_tracing(cupti, want);
+                tracing = want;
+            }
+        }
+        if Instant::now() < next_report {
+            continue;
+        }
+        next_report = (next_report + REPORT_EVERY).max(Instant::now());
+        if let Some(cupti) = cupti {
+            // SAFETY: a plain CUPTI call from a thread of our own.
+            if unsafe { (cupti.flush_all)(FLUSH_FLAG.load(Ordering::Relaxed)) } != CUPTI_SUCCESS {
+                disable(cupti);
+            }
+        }
+        if let Some(p) = progress() {
+            governor.update(p.0 - last.0, p.1 - last.1, p.2 - last.2);
+            last = p;
         }
         let pid = std::process::id();
         // A forked child must not speak on its parent's connection.
@@ -275,6 +348,23 @@ fn reporter(socket: PathBuf) {
     }
 }
 
+/// Knobs for measuring the probe itself (docs/validation.md); the defaults are what ships.
+/// `TESSERA_PROBE_BUFFER_BYTES`: CUPTI buffer size (64 KiB to 64 MiB);
+/// `TESSERA_PROBE_FLUSH=forced`: the once-a-second flush also hands over buffers whose last
+/// kernel has not finished (its record comes without timestamps and counts as incomplete).
+/// `TESSERA_PROBE_OVERHEAD`, which ships, is read by `initialize`.
+fn read_tuning() {
+    if let Some(n) = std::env::var("TESSERA_PROBE_BUFFER_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        BUFFER_BYTES.store(n.clamp(64 << 10, 64 << 20), Ordering::Relaxed);
+    }
+    if std::env::var("TESSERA_PROBE_FLUSH").is_ok_and(|v| v == "forced") {
+        FLUSH_FLAG.store(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, Ordering::Relaxed);
+    }
+}
+
 fn initialize() -> bool {
     let socket = std::env::var_os("TESSERA_PROBE_SOCKET")
         .map(PathBuf::from)
@@ -286,6 +376,8 @@ fn initialize() -> bool {
     let Some(cupti) = load_cupti() else {
         return true;
     };
+    read_tuning();
+    let budget = duty::budget_from(std::env::var("TESSERA_PROBE_OVERHEAD").ok().as_deref());
     let cupti = CUPTI.get_or_init(|| cupti);
     if let (Some(now), Ok(mut spans)) = (cupti_now(), SPANS.lock()) {
         spans.start_at(now);
@@ -300,7 +392,7 @@ fn initialize() -> bool {
     }
     std::thread::Builder::new()
         .name("tessera-probe".into())
-        .spawn(move || reporter(socket))
+        .spawn(move || reporter(socket, budget))
         .is_ok()
 }
 

@@ -2,9 +2,9 @@
 //! process (several streams) must not count twice. Besides the total, the union is kept as a
 //! millisecond timeline (see `wire`), with each kernel's solo-equivalent share of its span.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
-use crate::wire::{Bucket, BUCKET_NS, MAX_BUCKETS};
+use crate::wire::{Bucket, BUCKET_NS, MAX_BUCKETS, UNTRACED};
 
 /// Accumulates the union of spans that arrive in batches (one CUPTI buffer at a time).
 #[derive(Debug, Default)]
@@ -20,6 +20,14 @@ pub struct Spans {
     pub(crate) dirty_from: Option<u64>,
     /// Every bucket from here on was measured (raised when old buckets are let go).
     pub(crate) complete_from: u64,
+    /// Closed stretches of CUPTI time (ns) with kernel records on, oldest first, and the start
+    /// of the open one. Milliseconds outside them are sent as untraced.
+    pub(crate) traced: VecDeque<(u64, u64)>,
+    pub(crate) tracing_since: Option<u64>,
+    /// Sum of the closed stretches, ever.
+    pub(crate) traced_ns: u64,
+    /// Buckets before this one went out in a frame.
+    pub(crate) sent_until: u64,
 }
 
 impl Spans {
@@ -32,12 +40,46 @@ impl Spans {
             timeline: BTreeMap::new(),
             dirty_from: None,
             complete_from: 0,
+            traced: VecDeque::new(),
+            tracing_since: Some(0),
+            traced_ns: 0,
+            sent_until: 0,
         }
     }
 
     /// The probe started measuring at `now_ns`: buckets before it are not its to claim.
     pub fn start_at(&mut self, now_ns: u64) {
         self.complete_from = now_ns / BUCKET_NS;
+        self.sent_until = self.complete_from;
+        self.tracing_since = Some(now_ns);
+    }
+
+    /// Kernel records were turned on at `now_ns` (CUPTI's clock, read after the call).
+    pub fn trace_on(&mut self, now_ns: u64) {
+        self.tracing_since.get_or_insert(now_ns);
+    }
+
+    /// Kernel records were turned off at `now_ns` (read before the call).
+    pub fn trace_off(&mut self, now_ns: u64) {
+        let Some(on) = self.tracing_since.take() else {
+            return;
+        };
+        if now_ns > on {
+            self.traced.push_back((on, now_ns));
+            self.traced_ns += now_ns - on;
+        }
+        let keep_from = now_ns.saturating_sub(MAX_BUCKETS as u64 * BUCKET_NS);
+        while self.traced.front().is_some_and(|(_, off)| *off < keep_from) {
+            self.traced.pop_front();
+        }
+    }
+
+    /// Nanoseconds traced since the start, the open stretch up to `now_ns` included.
+    pub fn traced_total(&self, now_ns: u64) -> u64 {
+        self.traced_ns
+            + self
+                .tracing_since
+                .map_or(0, |on| now_ns.saturating_sub(on))
     }
 
     /// One kernel; `solo_ns` is how long it would have taken alone (at most `end - start`).
@@ -100,25 +142,49 @@ impl Spans {
         }
     }
 
-    /// The buckets a frame carries: everything kept (`full`, the first frame of a connection)
-    /// or what changed since the last frame, densely from the first. Clears the change mark.
-    pub fn take_buckets(&mut self, full: bool) -> (u64, Vec<Bucket>) {
+    /// The buckets a frame carries, densely up to the millisecond `now_ns` falls in: everything
+    /// kept (`full`, the first frame of a connection) or from the oldest change or unsent
+    /// bucket. A millisecond not wholly inside a traced stretch is `UNTRACED`; a traced one
+    /// without kernels is zero. Clears the change mark.
+    pub fn take_buckets(&mut self, full: bool, now_ns: u64) -> (u64, Vec<Bucket>) {
+        let end = now_ns / BUCKET_NS;
+        let oldest = end.saturating_sub(MAX_BUCKETS as u64);
         let from = if full {
-            self.timeline.keys().next().copied()
+            self.complete_from
         } else {
             self.dirty_from
-        };
+                .map_or(self.sent_until, |d| d.min(self.sent_until))
+        }
+        .max(oldest);
         self.dirty_from = None;
-        let (Some(from), Some(&newest)) = (from, self.timeline.keys().next_back()) else {
-            return (0, Vec::new());
-        };
-        let from = from.max(newest.saturating_sub(MAX_BUCKETS as u64 - 1));
-        let mut out = vec![Bucket::default(); (newest - from + 1) as usize];
-        for (&b, &(covered, solo)) in self.timeline.range(from..=newest) {
-            out[(b - from) as usize] = Bucket {
-                covered_us: (covered / 1000) as u16,
-                solo_us: (solo / 1000) as u16,
-            };
+        self.sent_until = self.sent_until.max(end);
+        if from >= end {
+            return (from, Vec::new());
+        }
+        let mut stretches = self
+            .traced
+            .iter()
+            .copied()
+            .chain(self.tracing_since.map(|on| (on, now_ns)))
+            .peekable();
+        let mut out = Vec::with_capacity((end - from) as usize);
+        for b in from..end {
+            let (lo, hi) = (b * BUCKET_NS, (b + 1) * BUCKET_NS);
+            while stretches.peek().is_some_and(|(_, off)| *off < hi) {
+                stretches.next();
+            }
+            let traced = stretches.peek().is_some_and(|(on, _)| *on <= lo);
+            out.push(match (traced, self.timeline.get(&b)) {
+                (false, _) => Bucket {
+                    covered_us: UNTRACED,
+                    solo_us: 0,
+                },
+                (true, Some(&(covered, solo))) => Bucket {
+                    covered_us: (covered / 1000) as u16,
+                    solo_us: (solo / 1000) as u16,
+                },
+                (true, None) => Bucket::default(),
+            });
         }
         (from, out)
     }
@@ -154,21 +220,53 @@ mod tests {
         // 2.5 ms span whose kernel alone takes 1.25 ms: half of every covered µs is solo.
         s.push(10 * MS + MS / 2, 13 * MS, 1_250_000);
         s.flush_batch();
-        let (first, buckets) = s.take_buckets(true);
+        let (first, buckets) = s.take_buckets(true, 13 * MS + 10);
         assert_eq!(first, 10);
         let covered: Vec<u16> = buckets.iter().map(|b| b.covered_us).collect();
         let solo: Vec<u16> = buckets.iter().map(|b| b.solo_us).collect();
         assert_eq!(covered, [500, 1000, 1000]);
         assert_eq!(solo, [250, 500, 500]);
         assert_eq!(s.complete_from, 10);
-        // Nothing changed since: an incremental frame carries nothing.
-        assert!(s.take_buckets(false).1.is_empty());
-        // A late kernel in bucket 20 only: the incremental frame starts there.
+        // Nothing changed and no time passed: an incremental frame carries nothing.
+        assert!(s.take_buckets(false, 13 * MS + 20).1.is_empty());
+        // A kernel in bucket 20 arrives by 21 ms: the frame carries 13..21, traced, idle but 20.
         s.push(20 * MS, 20 * MS + 100_000, 100_000);
         s.flush_batch();
-        let (first, buckets) = s.take_buckets(false);
-        assert_eq!((first, buckets.len()), (20, 1));
-        assert_eq!(buckets[0].covered_us, 100);
+        let (first, buckets) = s.take_buckets(false, 21 * MS);
+        assert_eq!((first, buckets.len()), (13, 8));
+        assert_eq!(buckets[7].covered_us, 100);
+        assert!(buckets[..7].iter().all(|b| *b == Bucket::default()));
+        // A record for a bucket already sent (traced idle) is sent again with its time.
+        s.push(21 * MS, 21 * MS + 300_000, 300_000);
+        s.flush_batch();
+        let (first, buckets) = s.take_buckets(false, 23 * MS);
+        let covered: Vec<u16> = buckets.iter().map(|b| b.covered_us).collect();
+        assert_eq!((first, covered), (21, vec![300, 0]));
+    }
+
+    #[test]
+    fn milliseconds_outside_traced_stretches_are_sent_as_untraced() {
+        let mut s = Spans::new();
+        s.start_at(0);
+        s.trace_off(2 * MS + MS / 2); // traced 0..2.5 ms
+        s.trace_on(5 * MS + 1); // 5 ms is not wholly traced
+        s.push(MS, 2 * MS, MS);
+        s.push(6 * MS, 7 * MS + MS / 2, MS);
+        s.flush_batch();
+        s.trace_off(8 * MS);
+        s.trace_on(9 * MS);
+        let (first, buckets) = s.take_buckets(true, 10 * MS + 3);
+        assert_eq!(first, 0);
+        let covered: Vec<u16> = buckets.iter().map(|b| b.covered_us).collect();
+        let u = UNTRACED;
+        assert_eq!(covered, [0, 1000, u, u, u, u, 1000, 500, u, 1000 - 1000]);
+        // 2.5 ms + 3 ms closed, and the open stretch from 9 ms.
+        assert_eq!(s.traced_total(10 * MS), 2 * MS + MS / 2 + 3 * MS - 1 + MS);
+        // Turning on twice keeps the first start; off twice closes once.
+        s.trace_on(9 * MS + 5);
+        s.trace_off(11 * MS);
+        s.trace_off(12 * MS);
+        assert_eq!(s.traced.back(), Some(&(9 * MS, 11 * MS)));
     }
 
     #[test]
@@ -184,9 +282,10 @@ mod tests {
         s.flush_batch();
         assert!(!s.timeline.contains_key(&0));
         assert_eq!(s.complete_from, 20_000 - MAX_BUCKETS as u64 + 1);
-        let (first, buckets) = s.take_buckets(true);
-        assert_eq!(first, 20_000);
-        assert_eq!(buckets.len(), 1);
+        let (first, buckets) = s.take_buckets(true, 20_001 * MS);
+        assert_eq!(first, 20_001 - MAX_BUCKETS as u64);
+        assert_eq!(buckets.len(), MAX_BUCKETS);
+        assert_eq!(buckets[MAX_BUCKETS - 1].covered_us, 0);
         // A span longer than all that is kept touches only the kept buckets.
         s.push(20_001 * MS, 60_000 * MS, 1);
         s.flush_batch();

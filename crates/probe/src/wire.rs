@@ -11,12 +11,17 @@
 /// dropped records u32. Version 1 ends here.
 pub const V1_LEN: usize = 32;
 /// Version 2 continues: now ns u64 (CUPTI clock when the frame was built), complete-from
-/// bucket u64, first bucket u64, bucket count u32, reserved u32; then `count` buckets.
-pub const HEADER_LEN: usize = 64;
+/// bucket u64, first bucket u64, bucket count u32, incomplete records u32 (0 from probes that
+/// predate it); then `count` buckets.
+pub const V2_LEN: usize = 64;
+/// Version 3 continues: traced ns u64 (since the probe started).
+pub const HEADER_LEN: usize = 72;
 /// Per bucket: covered µs u16, solo-equivalent µs u16.
 pub const BUCKET_LEN: usize = 4;
 pub const MAGIC: [u8; 4] = *b"TSP1";
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
+/// `covered_us` of a millisecond the probe did not trace (a real one is at most 1000).
+pub const UNTRACED: u16 = u16::MAX;
 /// Timeline resolution. Fine enough that a bucket is rarely split between a tenant's burst
 /// and its gap (time slices and training kernels are milliseconds), coarse enough that a
 /// second costs 4 KB.
@@ -49,6 +54,11 @@ pub struct Frame {
     pub flags: u32,
     /// Activity records CUPTI could not deliver (a buffer was missing).
     pub dropped: u32,
+    /// Kernel records handed over without timestamps: like `dropped`, time the spans miss.
+    pub incomplete: u32,
+    /// Nanoseconds the probe traced since it started; `None` from probes before version 3,
+    /// which traced all the time.
+    pub traced_ns: Option<u64>,
     /// The CUPTI clock when the frame was built; 0 when the probe has no clock (no timeline).
     pub now_ns: u64,
     /// The probe measured every bucket from this one on (its start, or the oldest it kept).
@@ -93,7 +103,8 @@ impl Frame {
         b.extend_from_slice(&self.complete_from.to_le_bytes());
         b.extend_from_slice(&self.first_bucket.to_le_bytes());
         b.extend_from_slice(&(n as u32).to_le_bytes());
-        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&self.incomplete.to_le_bytes());
+        b.extend_from_slice(&self.traced_ns.unwrap_or(0).to_le_bytes());
         for bucket in &self.buckets[..n] {
             b.extend_from_slice(&bucket.covered_us.to_le_bytes());
             b.extend_from_slice(&bucket.solo_us.to_le_bytes());
@@ -108,12 +119,13 @@ impl Frame {
         }
         match u32_at(start, 4) {
             1 => Some(V1_LEN - 8),
-            2 => Some(HEADER_LEN - 8),
+            2 => Some(V2_LEN - 8),
+            3 => Some(HEADER_LEN - 8),
             _ => None,
         }
     }
 
-    /// Decodes a whole header (`V1_LEN` or `HEADER_LEN` bytes).
+    /// Decodes a whole header (`V1_LEN`, `V2_LEN` or `HEADER_LEN` bytes).
     pub fn decode_header(b: &[u8]) -> Option<Header> {
         if b.len() < V1_LEN || b[0..4] != MAGIC {
             return None;
@@ -130,7 +142,7 @@ impl Frame {
                 frame,
                 bucket_bytes: 0,
             }),
-            (2, HEADER_LEN) => {
+            (v @ (2 | 3), len) if len == if v == 2 { V2_LEN } else { HEADER_LEN } => {
                 let count = u32_at(b, 56) as usize;
                 if count > MAX_BUCKETS {
                     return None;
@@ -138,6 +150,8 @@ impl Frame {
                 frame.now_ns = u64_at(b, 32);
                 frame.complete_from = u64_at(b, 40);
                 frame.first_bucket = u64_at(b, 48);
+                frame.incomplete = u32_at(b, 60);
+                frame.traced_ns = (v == 3).then(|| u64_at(b, 64));
                 Some(Header {
                     frame,
                     bucket_bytes: count * BUCKET_LEN,
@@ -177,6 +191,8 @@ mod tests {
             kernels: 56,
             flags: FLAG_DISABLED | FLAG_FULL,
             dropped: 7,
+            incomplete: 2,
+            traced_ns: Some(3_000_000_000),
             now_ns: 99_000_000_000,
             complete_from: 98_000,
             first_bucket: 98_500,
@@ -197,9 +213,9 @@ mod tests {
         let mut bad = f.encode();
         bad[0] = b'X';
         assert_eq!(Frame::decode(&bad), None);
-        let mut v3 = f.encode();
-        v3[4] = 3;
-        assert_eq!(Frame::decode(&v3), None);
+        let mut v4 = f.encode();
+        v4[4] = 4;
+        assert_eq!(Frame::decode(&v4), None);
         // A count past the limit is refused before anything is allocated for it.
         let mut huge = f.encode();
         huge[56..60].copy_from_slice(&(MAX_BUCKETS as u32 + 1).to_le_bytes());
@@ -221,6 +237,17 @@ mod tests {
         let f = Frame::decode(&v1).unwrap();
         assert_eq!((f.busy_ns, f.kernels, f.now_ns), (5_000, 3, 0));
         assert!(f.buckets.is_empty());
+    }
+
+    #[test]
+    fn version_two_frames_are_still_read_and_traced_all_the_time() {
+        let f = sample();
+        let mut v2 = f.encode();
+        v2[4] = 2;
+        v2.drain(V2_LEN..HEADER_LEN);
+        let d = Frame::decode(&v2).unwrap();
+        assert_eq!(d.traced_ns, None);
+        assert_eq!((d.busy_ns, d.incomplete, d.buckets.len()), (f.busy_ns, 2, 2));
     }
 
     #[test]

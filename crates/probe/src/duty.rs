@@ -1,0 +1,158 @@
+//! Tracing in duty cycles, so that a launch-bound process does not pay CUPTI's per-launch cost
+//! on every kernel.
+//!
+//! CUPTI's kernel records cost the launching thread about 1.5 µs per launch (measured on an
+//! H100, docs/validation.md). That is nothing beside millisecond kernels and 18 % of a loop
+//! that launches a 10 µs kernel every 8 µs. So each probe estimates what full tracing would
+//! cost its process — kernels per traced second × that cost — and, past a budget, traces only
+//! a fraction of the time. Which slots of time are traced is a function of the shared CUPTI
+//! clock alone, nested across fractions: every process tracing at least a fraction `f` traces
+//! the slots a process at `f` traces, so tenants time-sliced on one GPU always have common
+//! traced milliseconds to be split by (see tessera's `model::compute`).
+//!
+//! A process whose own kernels keep the GPU busy is traced in full whatever its launch rate:
+//! its launches run ahead of the GPU, so their cost delays nothing.
+
+/// Length of one slot of the schedule. Long beside a launch (the queue at a slot's start is
+/// short in a launch-bound process), short beside a second (a window holds many slots).
+pub const SLOT_NS: u64 = 20_000_000;
+/// Per-launch cost of kernel records, measured on the H100 (+1.5 µs, +1.7 µs in an earlier run).
+pub const LAUNCH_COST_NS: f64 = 1_600.0;
+/// Default share of the process's time the probe may cost it.
+pub const DEFAULT_BUDGET: f64 = 0.02;
+/// Never trace less than this: a window must still hold traced time.
+pub const MIN_FRACTION: f64 = 1.0 / 32.0;
+/// Kernel coverage of traced time at which the GPU, not the launching thread, sets the pace.
+const GPU_BOUND_COVERAGE: f64 = 0.9;
+/// Too little traced time to judge a rate from: keep the fraction.
+const MIN_TRACED_NS: u64 = 10_000_000;
+
+/// Whether `slot` (CUPTI ns / `SLOT_NS`) is traced at `fraction`. A hash spreads the traced
+/// slots so that no periodic workload always falls in or out of them.
+pub fn slot_traced(slot: u64, fraction: f64) -> bool {
+    if fraction >= 1.0 {
+        return true;
+    }
+    let mut z = slot.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    ((z >> 11) as f64 / (1u64 << 53) as f64) < fraction
+}
+
+/// Picks the traced fraction from what the last interval's traced time showed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Governor {
+    /// Share of the process's time the probe may cost it, 0 < budget <= 1.
+    pub budget: f64,
+    pub fraction: f64,
+}
+
+impl Governor {
+    pub const fn new(budget: f64) -> Self {
+        Governor {
+            budget,
+            fraction: 1.0,
+        }
+    }
+
+    /// `kernels`, `traced_ns` and `busy_ns` over the last interval; returns the new fraction,
+    /// a power of two between `MIN_FRACTION` and 1.
+    pub fn update(&mut self, kernels: u64, traced_ns: u64, busy_ns: u64) -> f64 {
+        if kernels == 0 {
+            // Nothing launched while traced: tracing costs nothing, and a process that went
+            // quiet must be seen quiet at once.
+            self.fraction = 1.0;
+        } else if traced_ns >= MIN_TRACED_NS {
+            let coverage = busy_ns as f64 / traced_ns as f64;
+            let cost = kernels as f64 * LAUNCH_COST_NS / traced_ns as f64;
+            self.fraction = if coverage >= GPU_BOUND_COVERAGE || cost <= self.budget {
+                1.0
+            } else {
+                let mut f = 1.0;
+                while f * cost > self.budget && f > MIN_FRACTION {
+                    f /= 2.0;
+                }
+                f
+            };
+        }
+        self.fraction
+    }
+}
+
+/// The budget from `TESSERA_PROBE_OVERHEAD` (a share, 0 < x <= 1; 1 traces always).
+pub fn budget_from(value: Option<&str>) -> f64 {
+    value
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|b| *b > 0.0 && *b <= 1.0)
+        .unwrap_or(DEFAULT_BUDGET)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_nest_and_hit_their_fraction() {
+        let slots = 0..200_000u64;
+        for f in [0.5, 0.25, 1.0 / 32.0] {
+            let traced = slots.clone().filter(|s| slot_traced(*s, f)).count();
+            let share = traced as f64 / 200_000.0;
+            assert!((share - f).abs() < 0.01 * f.max(0.1), "{f}: {share}");
+            // Every slot traced at f is traced at 2f: tenants at different fractions share
+            // the smaller one's slots.
+            assert!(slots
+                .clone()
+                .filter(|s| slot_traced(*s, f))
+                .all(|s| slot_traced(s, (2.0 * f).min(1.0))));
+        }
+        assert!(slots.clone().all(|s| slot_traced(s, 1.0)));
+    }
+
+    #[test]
+    fn a_periodic_workload_is_not_aliased() {
+        // A process busy for the first half of every 100 ms (five slots): whatever the
+        // schedule, the traced slots must see about half busy.
+        let f = 1.0 / 8.0;
+        let (mut busy, mut all) = (0, 0);
+        for s in (0..400_000u64).filter(|s| slot_traced(*s, f)) {
+            all += 1;
+            busy += usize::from(s % 5 < 2 || (s % 5 == 2 && s % 2 == 0));
+        }
+        let share = busy as f64 / all as f64;
+        assert!((share - 0.5).abs() < 0.02, "{share}");
+    }
+
+    #[test]
+    fn the_governor_throttles_only_a_launch_bound_process() {
+        let second = 1_000_000_000;
+        // 120k launches a second, GPU 40 % covered: full tracing would cost 19 %.
+        let mut g = Governor::new(DEFAULT_BUDGET);
+        let f = g.update(120_000, second, 400_000_000);
+        assert!((MIN_FRACTION..0.125).contains(&f), "{f}");
+        assert!(f * 120_000.0 * LAUNCH_COST_NS / second as f64 <= DEFAULT_BUDGET);
+        // Matmuls: a few hundred launches a second cost nothing.
+        assert_eq!(g.update(340, second, 480_000_000), 1.0);
+        // The same launch rate with the GPU kept busy: launches run ahead, trace in full.
+        assert_eq!(g.update(120_000, second, 950_000_000), 1.0);
+        // Throttled, then quiet: back to full tracing at once.
+        g.update(120_000, second, 400_000_000);
+        assert_eq!(g.update(0, 30_000_000, 0), 1.0);
+        // Too little traced time to judge: the fraction stays.
+        g.update(120_000, second, 400_000_000);
+        let before = g.fraction;
+        assert_eq!(g.update(5, 1_000_000, 0), before);
+        // Never below the floor, however fast the launches.
+        assert_eq!(g.update(10_000_000, second, 0), MIN_FRACTION);
+    }
+
+    #[test]
+    fn the_budget_takes_only_a_share() {
+        assert_eq!(budget_from(Some("0.05")), 0.05);
+        assert_eq!(budget_from(Some("1")), 1.0);
+        for bad in ["0", "-1", "2", "lots", ""] {
+            assert_eq!(budget_from(Some(bad)), DEFAULT_BUDGET, "{bad}");
+        }
+        assert_eq!(budget_from(None), DEFAULT_BUDGET);
+    }
+}
