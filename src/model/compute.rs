@@ -40,8 +40,12 @@ pub const QUIET_CPU_CORES: f64 = 0.005;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct ProbeReading {
     /// Kernel busy time (union of kernel spans) per second of wall time, 0..=1, before any
-    /// time-slicing normalisation. `None` until two reports span the window.
+    /// time-slicing normalisation. `None` until two reports span the window. From a probe
+    /// tracing in duty cycles, over its traced time only.
     pub busy_ratio: Option<f64>,
+    /// Share of the window the probe traced, when it traces in duty cycles (a launch-bound
+    /// process); `None` when it traces always.
+    pub traced_share: Option<f64>,
     /// Cumulative kernel busy seconds since the probe started in the process.
     pub busy_seconds: f64,
     /// Cumulative kernels completed.
@@ -56,6 +60,8 @@ pub struct ProbeTimeline {
     pub covered: Vec<f64>,
     /// Of that, what the kernels' solo durations explain (the rest is waiting on others).
     pub solo: Vec<f64>,
+    /// Whether the probe traced each millisecond; `covered` and `solo` mean nothing where not.
+    pub traced: Vec<bool>,
 }
 
 /// Per-process facts beyond NVML, gathered over the same trailing window.
@@ -271,6 +277,19 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             ),
             (false, false) => "CUDA probe kernel busy time".into(),
         };
+        // A probe in a launch-bound process traces in duty cycles: its figure is a sample.
+        let traced = candidates
+            .iter()
+            .filter_map(|pid| d.activity.probe.get(pid)?.traced_share)
+            .reduce(f64::min);
+        if let Some(t) = traced {
+            out.why = format!(
+                "{}; sampled: a probe traced {:.0} % of the window to keep its launch \
+                 overhead in budget",
+                out.why,
+                t * 100.0
+            );
+        }
     } else if candidates.len() == 1 && !d.mig_instance {
         // With one process able to run kernels, the device's own utilization is that
         // process's. It beats NVML's per-process samples, which the H100 splits oddly even
@@ -331,6 +350,9 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
     out
 }
 
+/// Fewer milliseconds traced by every tenant than this, and the timelines say too little.
+const MIN_COMMON_TRACED_MS: usize = 50;
+
 const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
     covered is split by the kernels' solo durations";
 
@@ -356,12 +378,16 @@ fn time_sliced_shares(
     if len == 0
         || lines
             .iter()
-            .any(|l| l.covered.len() != len || l.solo.len() != len)
+            .any(|l| l.covered.len() != len || l.solo.len() != len || l.traced.len() != len)
     {
         return None;
     }
+    // Only milliseconds every tenant traced can be split: probes tracing in duty cycles
+    // share their slots (the schedule nests), and the shares are over those milliseconds.
     let mut busy = vec![0.0; lines.len()];
-    for k in 0..len {
+    let mut common = 0usize;
+    for k in (0..len).filter(|k| lines.iter().all(|l| l.traced[*k])) {
+        common += 1;
         let covered: f64 = lines.iter().map(|l| l.covered[k]).sum();
         let solo: f64 = lines.iter().map(|l| l.solo[k]).sum();
         for (b, l) in busy.iter_mut().zip(&lines) {
@@ -376,11 +402,14 @@ fn time_sliced_shares(
             };
         }
     }
+    if common < MIN_COMMON_TRACED_MS {
+        return None;
+    }
     Some(
         probed
             .iter()
             .zip(busy)
-            .map(|((pid, _), b)| (*pid, (b / len as f64).clamp(0.0, 1.0)))
+            .map(|((pid, _), b)| (*pid, (b / common as f64).clamp(0.0, 1.0)))
             .collect(),
     )
 }

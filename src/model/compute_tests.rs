@@ -23,6 +23,7 @@ fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
                     pid,
                     ProbeReading {
                         busy_ratio: Some(b),
+                        traced_share: None,
                         busy_seconds: 10.0,
                         kernels: 100,
                     },
@@ -190,6 +191,8 @@ fn time_sliced_pair(a_ms: f64, b_ms: f64, overhead: f64, periods: usize) -> [Pro
             heavy.solo.push(both * rate + alone);
             light.covered.push(both);
             light.solo.push(both * rate);
+            heavy.traced.push(true);
+            light.traced.push(true);
         }
     }
     if a_ms >= b_ms {
@@ -241,6 +244,42 @@ fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
 }
 
 #[test]
+fn throttled_timelines_are_split_over_the_milliseconds_every_tenant_traced() {
+    // 60 % + 20 %, but the light tenant traced only one slot in eight (whole periods here)
+    // and the heavy one every other: the split uses the light one's slots and still reads
+    // the truth. Milliseconds only the heavy one traced must not count.
+    let [mut a, mut b] = time_sliced_pair(30.0, 10.0, 0.2, 16);
+    for (k, t) in b.traced.iter_mut().enumerate() {
+        *t = (k / 50) % 8 == 3;
+    }
+    for (k, t) in a.traced.iter_mut().enumerate() {
+        *t = (k / 50) % 2 == 1;
+        // Junk where it did not trace, to prove it is not read.
+        if !*t {
+            a.covered[k] = 1.0;
+            a.solo[k] = 1.0;
+        }
+    }
+    let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];
+    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.6), (2, 0.2)]);
+    act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
+    let s = run(&procs, Some(0.90), false, &act);
+    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!(
+        (x - 0.6).abs() < 0.005 && (y - 0.2).abs() < 0.005,
+        "{x} {y}"
+    );
+    assert!(s.why.contains("timelines"), "{}", s.why);
+    // No millisecond traced by both: the timelines say nothing, totals are scaled instead.
+    for (k, t) in b.traced.iter_mut().enumerate() {
+        *t = !a.traced[k];
+    }
+    act.probe_timelines = HashMap::from([(1, a), (2, b)]);
+    let s = run(&procs, Some(0.90), false, &act);
+    assert!(!s.why.contains("timelines"), "{}", s.why);
+}
+
+#[test]
 fn a_short_kernel_tenant_keeps_its_slices_beside_a_stretched_long_one() {
     // Short kernels start only in their own slices, so their spans are their own time (half
     // of each contended millisecond); the long kernel's span covers the whole millisecond,
@@ -249,10 +288,12 @@ fn a_short_kernel_tenant_keeps_its_slices_beside_a_stretched_long_one() {
     let short = ProbeTimeline {
         covered: vec![0.5; n],
         solo: vec![0.5; n],
+        traced: vec![true; n],
     };
     let long = ProbeTimeline {
         covered: vec![1.0; n],
         solo: vec![0.47; n],
+        traced: vec![true; n],
     };
     let procs = [proc(1, Some(0.9)), proc(2, Some(0.1))];
     let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.5), (2, 1.0)]);
@@ -265,6 +306,7 @@ fn a_short_kernel_tenant_keeps_its_slices_beside_a_stretched_long_one() {
     let stretched = ProbeTimeline {
         covered: vec![1.0; n],
         solo: vec![1.0; n],
+        traced: vec![true; n],
     };
     act.probe_timelines = HashMap::from([(1, stretched.clone()), (2, stretched)]);
     let s = run(&procs, Some(1.0), false, &act);

@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use crate::model::compute::{ProbeReading, ProbeTimeline};
 
 use tessera_probe::wire::HEADER_LEN;
-pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL};
+pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, UNTRACED};
 
 /// More connections than any node runs GPU processes; past this new ones are refused.
 const MAX_CONNECTIONS: usize = 4096;
@@ -33,6 +33,8 @@ const FORGET_AFTER: Duration = Duration::from_secs(30);
 const TIMELINE_LAG: Duration = Duration::from_secs(2);
 /// A timeline is used only if its process reported this recently (it reports every second).
 const TIMELINE_FRESH: Duration = Duration::from_millis(1500);
+/// A throttled probe's busy ratio needs at least this much traced time in the window.
+const MIN_TRACED: Duration = Duration::from_millis(50);
 
 /// One process's kernel timeline as received: dense buckets from `first`.
 #[derive(Debug, Default)]
@@ -43,6 +45,9 @@ struct Timeline {
     complete_from: u64,
     /// The probe's clock at its latest report, and when tessera received that report.
     clock: Option<(u64, Instant)>,
+    /// From a probe that marks untraced milliseconds (wire v3): a bucket never received is
+    /// unknown. Older probes traced everything, and sent only buckets with kernels.
+    marks_untraced: bool,
 }
 
 impl Timeline {
@@ -62,8 +67,16 @@ impl Timeline {
             self.buckets.drain(..(new_first - self.first) as usize);
         }
         self.first = new_first;
+        let unknown = if self.marks_untraced {
+            Bucket {
+                covered_us: UNTRACED,
+                solo_us: 0,
+            }
+        } else {
+            Bucket::default()
+        };
         self.buckets
-            .resize((new_end - self.first) as usize, Bucket::default());
+            .resize((new_end - self.first) as usize, unknown);
         for (i, b) in buckets.iter().enumerate() {
             let at = first + i as u64;
             if at >= self.first {
@@ -91,10 +104,16 @@ impl Timeline {
         let mut out = ProbeTimeline {
             covered: vec![0.0; len],
             solo: vec![0.0; len],
+            traced: vec![!self.marks_untraced; len],
         };
         for b in start.max(self.first)..end.min(self.first + self.buckets.len() as u64) {
             let v = self.buckets[(b - self.first) as usize];
             let k = (b - start) as usize;
+            if v.covered_us == UNTRACED && self.marks_untraced {
+                out.traced[k] = false;
+                continue;
+            }
+            out.traced[k] = true;
             out.covered[k] = (f64::from(v.covered_us) * 1e3 / BUCKET_NS as f64).min(1.0);
             out.solo[k] = (f64::from(v.solo_us) * 1e3 / BUCKET_NS as f64).min(out.covered[k]);
         }
@@ -102,10 +121,21 @@ impl Timeline {
     }
 }
 
+/// One report as filed.
+#[derive(Debug, Clone, Copy)]
+struct Report {
+    at: Instant,
+    busy_ns: u64,
+    kernels: u64,
+    /// Records the probe lost (dropped by CUPTI or handed over without timestamps).
+    lost: u32,
+    /// Nanoseconds traced since the probe started; `None` from probes that trace always.
+    traced_ns: Option<u64>,
+}
+
 #[derive(Debug, Default)]
 struct PidReports {
-    /// (received, busy ns, kernels, records the probe lost)
-    reports: VecDeque<(Instant, u64, u64, u32)>,
+    reports: VecDeque<Report>,
     disabled: bool,
     /// Only once a full frame (the first of a connection) arrived.
     timeline: Option<Timeline>,
@@ -149,14 +179,19 @@ impl ProbeBook {
         // reused PID (or a lie), and history before it means nothing.
         if e.reports
             .back()
-            .is_some_and(|(_, busy, kernels, _)| frame.busy_ns < *busy || frame.kernels < *kernels)
+            .is_some_and(|r| frame.busy_ns < r.busy_ns || frame.kernels < r.kernels)
         {
             e.reports.clear();
             e.timeline = None;
         }
         e.disabled = frame.flags & FLAG_DISABLED != 0;
-        e.reports
-            .push_back((at, frame.busy_ns, frame.kernels, frame.dropped));
+        e.reports.push_back(Report {
+            at,
+            busy_ns: frame.busy_ns,
+            kernels: frame.kernels,
+            lost: frame.dropped.saturating_add(frame.incomplete),
+            traced_ns: frame.traced_ns,
+        });
         while e.reports.len() > MAX_REPORTS {
             e.reports.pop_front();
         }
@@ -168,6 +203,7 @@ impl ProbeBook {
             e.timeline = Some(Timeline {
                 first: frame.first_bucket,
                 complete_from: frame.complete_from,
+                marks_untraced: frame.traced_ns.is_some(),
                 ..Timeline::default()
             });
         }
@@ -190,7 +226,7 @@ impl ProbeBook {
         map.retain(|_, r| {
             r.reports
                 .back()
-                .is_some_and(|(t, ..)| now.saturating_duration_since(*t) < FORGET_AFTER)
+                .is_some_and(|last| now.saturating_duration_since(last.at) < FORGET_AFTER)
         });
         pids.iter()
             .filter_map(|pid| {
@@ -198,29 +234,22 @@ impl ProbeBook {
                 if r.disabled {
                     return None;
                 }
-                let (t1, last_busy, last_kernels, last_dropped) = *r.reports.back()?;
+                let last = *r.reports.back()?;
                 let first = r
                     .reports
                     .iter()
-                    .find(|(t, ..)| t1.saturating_duration_since(*t) <= window)
+                    .find(|f| last.at.saturating_duration_since(f.at) <= window)
                     .copied();
-                let busy_ratio = first.and_then(|(t0, busy0, _, dropped0)| {
-                    let dt = t1.saturating_duration_since(t0).as_secs_f64();
-                    // Two reports at least a second apart, the newest one recent, and no
-                    // records lost between them (the spans would miss time: an undercount).
-                    (dt >= 1.0
-                        && now.saturating_duration_since(t1) <= window
-                        && last_dropped == dropped0)
-                        .then(|| {
-                            (last_busy.saturating_sub(busy0) as f64 / 1e9 / dt).clamp(0.0, 1.0)
-                        })
-                });
+                let (busy_ratio, traced_share) = first
+                    .and_then(|first| ratios(&first, &last, window, now))
+                    .unzip();
                 Some((
                     *pid,
                     ProbeReading {
                         busy_ratio,
-                        busy_seconds: last_busy as f64 / 1e9,
-                        kernels: last_kernels,
+                        traced_share: traced_share.flatten(),
+                        busy_seconds: last.busy_ns as f64 / 1e9,
+                        kernels: last.kernels,
                     },
                 ))
             })
@@ -247,6 +276,37 @@ impl ProbeBook {
                 Some((*pid, t.window(len, TIMELINE_LAG, now)?))
             })
             .collect()
+    }
+}
+
+/// The busy ratio between two reports, and the share of that time the probe traced (`None`
+/// from a probe that traces always). A throttled probe's busy time is over its traced time:
+/// a sample of the window, not all of it.
+fn ratios(
+    first: &Report,
+    last: &Report,
+    window: Duration,
+    now: Instant,
+) -> Option<(f64, Option<f64>)> {
+    let dt = last.at.saturating_duration_since(first.at).as_secs_f64();
+    // Two reports at least a second apart, the newest one recent, and no records lost
+    // between them (the spans would miss time: an undercount).
+    if dt < 1.0 || now.saturating_duration_since(last.at) > window || last.lost != first.lost {
+        return None;
+    }
+    let busy = last.busy_ns.saturating_sub(first.busy_ns) as f64 / 1e9;
+    match (first.traced_ns, last.traced_ns) {
+        (Some(t0), Some(t1)) => {
+            let traced = t1.saturating_sub(t0);
+            (traced >= MIN_TRACED.as_nanos() as u64).then(|| {
+                let traced = traced as f64 / 1e9;
+                (
+                    (busy / traced).clamp(0.0, 1.0),
+                    Some((traced / dt).clamp(0.0, 1.0)),
+                )
+            })
+        }
+        _ => Some(((busy / dt).clamp(0.0, 1.0), None)),
     }
 }
 
@@ -487,6 +547,49 @@ mod tests {
         young.complete_from = 7_000;
         book.record(2, &young, t0);
         assert!(book.timelines(&[2], w, t0).is_empty());
+    }
+
+    #[test]
+    fn a_throttled_probe_is_read_over_its_traced_time_and_its_gaps_stay_unknown() {
+        let book = ProbeBook::new(Duration::from_secs(2));
+        let t0 = Instant::now();
+        // Reports 1 s apart: 100 ms traced each second, 40 ms of kernels in it.
+        for s in 0..=5u64 {
+            let mut f = frame(40 * s, 1_000 * s);
+            f.traced_ns = Some(100 * MS * s);
+            book.record(4, &f, t0 + Duration::from_secs(s));
+        }
+        let r = book.readings(&[4], Duration::from_secs(5), t0 + Duration::from_secs(5))[&4];
+        assert!((r.busy_ratio.unwrap() - 0.4).abs() < 1e-9, "{r:?}");
+        assert!((r.traced_share.unwrap() - 0.1).abs() < 1e-9, "{r:?}");
+        // Too little traced time to say anything.
+        let book2 = ProbeBook::default();
+        for s in 0..=2u64 {
+            let mut f = frame(s, s);
+            f.traced_ns = Some(10 * MS * s);
+            book2.record(4, &f, t0 + Duration::from_secs(s));
+        }
+        let r = book2.readings(&[4], Duration::from_secs(5), t0 + Duration::from_secs(2))[&4];
+        assert_eq!(r.busy_ratio, None);
+        // A v3 timeline: untraced buckets, and buckets never sent, are not idle.
+        let mut f = timeline_frame(10_000, 5_000, &[1000; 2_500], FLAG_FULL);
+        f.traced_ns = Some(0);
+        for (k, b) in f.buckets.iter_mut().enumerate() {
+            if k % 2 == 1 {
+                b.covered_us = UNTRACED;
+            }
+        }
+        book.record(5, &f, t0);
+        let t = &book.timelines(&[5], Duration::from_secs(2), t0)[&5];
+        assert_eq!(t.traced.len(), 2_000);
+        // 6000..7500 alternate traced/untraced; 7500..8000 were never sent.
+        assert_eq!(t.traced.iter().filter(|&&x| x).count(), 750);
+        assert!(t.traced[1_500..].iter().all(|&x| !x));
+        assert!(t.covered.iter().zip(&t.traced).all(|(c, tr)| if *tr {
+            *c == 1.0
+        } else {
+            *c == 0.0
+        }));
     }
 
     #[test]

@@ -76,10 +76,7 @@ impl Spans {
 
     /// Nanoseconds traced since the start, the open stretch up to `now_ns` included.
     pub fn traced_total(&self, now_ns: u64) -> u64 {
-        self.traced_ns
-            + self
-                .tracing_since
-                .map_or(0, |on| now_ns.saturating_sub(on))
+        self.traced_ns + self.tracing_since.map_or(0, |on| now_ns.saturating_sub(on))
     }
 
     /// One kernel; `solo_ns` is how long it would have taken alone (at most `end - start`).

@@ -19,7 +19,6 @@ pub const HEADER_LEN: usize = 72;
 /// Per bucket: covered µs u16, solo-equivalent µs u16.
 pub const BUCKET_LEN: usize = 4;
 pub const MAGIC: [u8; 4] = *b"TSP1";
-pub const VERSION: u32 = 3;
 /// `covered_us` of a millisecond the probe did not trace (a real one is at most 1000).
 pub const UNTRACED: u16 = u16::MAX;
 /// Timeline resolution. Fine enough that a bucket is rarely split between a tenant's burst
@@ -90,11 +89,14 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 }
 
 impl Frame {
+    /// Version 3 when the frame says what it traced, else version 2 (a sender that traces
+    /// always, like tessera's demo feed), so a frame decodes to itself.
     pub fn encode(&self) -> Vec<u8> {
         let n = self.buckets.len().min(MAX_BUCKETS);
+        let version: u32 = if self.traced_ns.is_some() { 3 } else { 2 };
         let mut b = Vec::with_capacity(HEADER_LEN + n * BUCKET_LEN);
         b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&VERSION.to_le_bytes());
+        b.extend_from_slice(&version.to_le_bytes());
         b.extend_from_slice(&self.busy_ns.to_le_bytes());
         b.extend_from_slice(&self.kernels.to_le_bytes());
         b.extend_from_slice(&self.flags.to_le_bytes());
@@ -104,7 +106,9 @@ impl Frame {
         b.extend_from_slice(&self.first_bucket.to_le_bytes());
         b.extend_from_slice(&(n as u32).to_le_bytes());
         b.extend_from_slice(&self.incomplete.to_le_bytes());
-        b.extend_from_slice(&self.traced_ns.unwrap_or(0).to_le_bytes());
+        if let Some(t) = self.traced_ns {
+            b.extend_from_slice(&t.to_le_bytes());
+        }
         for bucket in &self.buckets[..n] {
             b.extend_from_slice(&bucket.covered_us.to_le_bytes());
             b.extend_from_slice(&bucket.solo_us.to_le_bytes());
@@ -240,14 +244,18 @@ mod tests {
     }
 
     #[test]
-    fn version_two_frames_are_still_read_and_traced_all_the_time() {
-        let f = sample();
-        let mut v2 = f.encode();
-        v2[4] = 2;
-        v2.drain(V2_LEN..HEADER_LEN);
-        let d = Frame::decode(&v2).unwrap();
-        assert_eq!(d.traced_ns, None);
-        assert_eq!((d.busy_ns, d.incomplete, d.buckets.len()), (f.busy_ns, 2, 2));
+    fn a_frame_without_traced_time_goes_as_version_two() {
+        let f = Frame {
+            traced_ns: None,
+            ..sample()
+        };
+        let b = f.encode();
+        assert_eq!((u32_at(&b, 4), b.len()), (2, V2_LEN + 2 * BUCKET_LEN));
+        assert_eq!(Frame::decode(&b), Some(f));
+        // A v3 header cut to v2's length is junk, not a v2 frame.
+        let mut cut = sample().encode();
+        cut.truncate(V2_LEN);
+        assert_eq!(Frame::decode_header(&cut), None);
     }
 
     #[test]
