@@ -12,6 +12,7 @@ share, busy = collections.defaultdict(list), collections.defaultdict(list)
 kernels = {}  # pid -> [(time, kernels_total)], first and every later read
 verdict = collections.defaultdict(collections.Counter)
 unattributed, methods, whys, reads = [], collections.Counter(), collections.Counter(), 0
+series, traced_pct = [], []  # per read: (t, {pid: busy}); the sampled share a why names
 while time.time() < t_begin: time.sleep(0.01)
 while time.time() < t_end:
     t = time.time()
@@ -21,6 +22,7 @@ while time.time() < t_end:
     except Exception:
         time.sleep(1); continue
     reads += 1
+    busy_now = {}
     for line in body.splitlines():
         m = re.match(r'(gpu_process_sm_utilization_ratio|gpu_process_busy_ratio|gpu_unattributed_utilization_ratio|gpu_process_kernels_total)\{([^}]*)\} (\S+)', line)
         if not m: continue
@@ -29,15 +31,20 @@ while time.time() < t_end:
         if name == "gpu_process_kernels_total":
             kernels.setdefault(pid.group(1), [(t, float(v))]).append((t, float(v))); continue
         if name == "gpu_process_sm_utilization_ratio": share[pid.group(1)].append(float(v))
-        elif name == "gpu_process_busy_ratio": busy[pid.group(1)].append(float(v))
+        elif name == "gpu_process_busy_ratio":
+            busy[pid.group(1)].append(float(v)); busy_now[pid.group(1)] = float(v)
         else: unattributed.append(float(v))
     for g in dbg.get("gpus", []):
         c = g.get("compute", {})
         methods[c.get("method")] += 1
-        if c.get("method") == "probe": whys[c.get("why", "")[:60]] += 1
+        if c.get("method") == "probe":
+            whys[c.get("why", "")[:60]] += 1
+            m = re.search(r"a probe traced (\d+) %", c.get("why", ""))
+            if m: traced_pct.append(float(m.group(1)))
         for pid in c.get("quiet", []): verdict[str(pid)]["idle"] += 1
         for pid in c.get("candidates", []):
             verdict[str(pid)]["idle" if c.get("method") == "idle" else "active"] += 1
+    series.append((round(t, 2), busy_now))
     time.sleep(max(0, 1 - (time.time() - t)))
 avg = lambda v: round(sum(v) / len(v), 4) if v else None
 json.dump({"reads": reads,
@@ -47,4 +54,5 @@ json.dump({"reads": reads,
            "idle_fraction": {p: round(c["idle"] / max(1, sum(c.values())), 3) for p, c in verdict.items()},
            "kernels_per_s": {p: round((v[-1][1] - v[0][1]) / (v[-1][0] - v[0][0]), 1)
                             for p, v in kernels.items() if v[-1][0] > v[0][0]},
-           "unattributed": avg(unattributed), "methods": dict(methods), "whys": dict(whys)}, open(out, "w"), indent=1)
+           "unattributed": avg(unattributed), "methods": dict(methods), "whys": dict(whys),
+           "traced_pct": avg(traced_pct), "series": series}, open(out, "w"), indent=1)

@@ -1,5 +1,5 @@
 """A CUDA workload of a known shape that times its own GPU work with CUDA events.
-Usage: workload.py MODE DURATION OUT.json
+Usage: workload.py MODE DURATION OUT.json [START_AT]
   cont    bf16 8192² matmuls back to back (the GPU never idles; a sync every 20 ops bounds the queue)
   duty50  those matmuls for 25 ms of every 50 ms
   longk   one 2 s spin kernel (torch.cuda._sleep), then 1 s idle, repeated
@@ -15,6 +15,8 @@ torch.cuda.synchronize()
 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 s.record(); torch.cuda._sleep(100_000_000); e.record(); torch.cuda.synchronize()
 cycles_per_ms = 100_000_000 / s.elapsed_time(e)
+if len(sys.argv) > 4:
+    while time.time() < float(sys.argv[4]): time.sleep(0.01)
 t0 = time.time(); gpu_ms = 0.0; kernels = 0; nxt = t0
 while time.time() - t0 < dur:
     s.record()
