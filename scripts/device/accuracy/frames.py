@@ -23,7 +23,7 @@ def serve(c):
         try:
             h = read_exact(c, 8)
             ver = struct.unpack_from("<I", h, 4)[0]
-            h += read_exact(c, (64 if ver >= 2 else 32) - 8)
+            h += read_exact(c, {1: 32, 2: 64}.get(ver, 72) - 8)
         except socket.timeout: continue
         except Exception: return
         busy, kernels, flags, dropped = struct.unpack_from("<QQII", h, 8)
@@ -33,8 +33,11 @@ def serve(c):
             body = read_exact(c, count * 4)
             newest = None
             for i in range(count - 1, -1, -1):
-                if struct.unpack_from("<H", body, 4 * i)[0] > 0: newest = first + i; break
+                if 0 < struct.unpack_from("<H", body, 4 * i)[0] < 0xFFFF: newest = first + i; break
             row.update(now_ns=now, first=first, count=count, incomplete=incomplete, newest_covered=newest)
+            if ver >= 3:
+                row["traced_ns"] = struct.unpack_from("<Q", h, 64)[0]
+                row["untraced_buckets"] = sum(1 for i in range(count) if struct.unpack_from("<H", body, 4 * i)[0] == 0xFFFF)
         with lock: rows.append(row)
 while time.time() < end:
     try: c, _ = srv.accept()
