@@ -282,7 +282,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             .iter()
             .filter_map(|pid| d.activity.probe.get(pid)?.traced_share)
             .reduce(f64::min);
-        if let Some(t) = traced {
+        if let Some(t) = traced.filter(|t| *t < FULLY_TRACED) {
             out.why = format!(
                 "{}; sampled: a probe traced {:.0} % of the window to keep its launch \
                  overhead in budget",
@@ -350,6 +350,8 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
     out
 }
 
+/// A probe that traced this much of the window traced all of it (report timing jitters).
+const FULLY_TRACED: f64 = 0.98;
 /// Fewer milliseconds traced by every tenant than this, and the timelines say too little.
 const MIN_COMMON_TRACED_MS: usize = 50;
 

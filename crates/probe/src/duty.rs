@@ -15,7 +15,7 @@
 
 /// Length of one slot of the schedule. Long beside a launch (the queue at a slot's start is
 /// short in a launch-bound process), short beside a second (a window holds many slots).
-pub const SLOT_NS: u64 = 20_000_000;
+pub const DEFAULT_SLOT_NS: u64 = 20_000_000;
 /// Per-launch cost of kernel records, measured on the H100 (+1.5 µs, +1.7 µs in an earlier run).
 pub const LAUNCH_COST_NS: f64 = 1_600.0;
 /// Default share of the process's time the probe may cost it.

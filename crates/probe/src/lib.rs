@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use duty::{slot_traced, Governor, SLOT_NS};
+use duty::{slot_traced, Governor, DEFAULT_SLOT_NS};
 use solo::{KernelShape, SoloDurations};
 use spans::Spans;
 use wire::{Frame, DEFAULT_SOCKET, FLAG_DISABLED, FLAG_FULL};
@@ -71,6 +71,8 @@ static DROPPED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new
 /// Kernel records CUPTI handed over without both timestamps (a forced flush of a kernel still
 /// queued or running): their time is lost, so tessera treats them like dropped records.
 static INCOMPLETE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Length of a duty-cycle slot; every probe on a node must use the same.
+static SLOT_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(DEFAULT_SLOT_NS);
 static BUFFER_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_BUFFER_BYTES);
 /// `cuptiActivityFlushAll` flag for the once-a-second flush.
 static FLUSH_FLAG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -298,16 +300,17 @@ fn reporter(socket: PathBuf, budget: f64) {
     loop {
         let now = Instant::now();
         let mut wake = next_report;
+        let slot_ns = SLOT_NS.load(Ordering::Relaxed);
         if governor.fraction < 1.0 {
             if let Some(ns) = cupti_now() {
-                let to_slot = Duration::from_nanos(SLOT_NS - ns % SLOT_NS);
+                let to_slot = Duration::from_nanos(slot_ns - ns % slot_ns);
                 wake = wake.min(now + to_slot);
             }
         }
         std::thread::sleep(wake.saturating_duration_since(now));
         let cupti = CUPTI.get().filter(|_| !DISABLED.load(Ordering::Relaxed));
         if let (Some(cupti), Some(ns)) = (cupti, cupti_now()) {
-            let want = slot_traced(ns / SLOT_NS, governor.fraction);
+            let want = slot_traced(ns / slot_ns, governor.fraction);
             if want != tracing {
                 set_tracing(cupti, want);
                 tracing = want;
@@ -350,6 +353,7 @@ fn reporter(socket: PathBuf, budget: f64) {
 
 /// Knobs for measuring the probe itself (docs/validation.md); the defaults are what ships.
 /// `TESSERA_PROBE_BUFFER_BYTES`: CUPTI buffer size (64 KiB to 64 MiB);
+/// `TESSERA_PROBE_SLOT_MS`: duty-cycle slot length (5 to 1000 ms; all probes on a node alike);
 /// `TESSERA_PROBE_FLUSH=forced`: the once-a-second flush also hands over buffers whose last
 /// kernel has not finished (its record comes without timestamps and counts as incomplete).
 /// `TESSERA_PROBE_OVERHEAD`, which ships, is read by `initialize`.
@@ -359,6 +363,12 @@ fn read_tuning() {
         .and_then(|v| v.parse::<usize>().ok())
     {
         BUFFER_BYTES.store(n.clamp(64 << 10, 64 << 20), Ordering::Relaxed);
+    }
+    if let Some(ms) = std::env::var("TESSERA_PROBE_SLOT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        SLOT_NS.store(ms.clamp(5, 1_000) * 1_000_000, Ordering::Relaxed);
     }
     if std::env::var("TESSERA_PROBE_FLUSH").is_ok_and(|v| v == "forced") {
         FLUSH_FLAG.store(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, Ordering::Relaxed);

@@ -37,22 +37,24 @@ run_case() { # name, then pairs of duty kind
 }
 # A launch-bound process alone (10 µs kernels back to back): the probe traces it in duty
 # cycles; NVML's device utilization is the reference for a lone process.
+# launch_case NAME [VAR=VALUE ...]: the probe's environment (launch-full traces always).
 launch_case() {
+  local name=$1; shift
   local start; start=$(python3 -c 'import time;print(time.time()+12)')
-  CUDA_INJECTION64_PATH=$PROBE python3 workload.py launch 24 /tmp/launch-alone-0w.json "$start" & local L=$!
-  python3 watch.py http://127.0.0.1:9949/metrics "$start" 24 /tmp/launch-alone-watch.json & local W=$!
-  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 /tmp/launch-alone-probe.json 8 & local P2=$!
+  env "$@" CUDA_INJECTION64_PATH=$PROBE python3 workload.py launch 24 /tmp/$name-0w.json "$start" & local L=$!
+  python3 watch.py http://127.0.0.1:9949/metrics "$start" 24 /tmp/$name-watch.json & local W=$!
+  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 /tmp/$name-probe.json 8 & local P2=$!
   wait $L $W $P2
-  python3 - <<'PY' | tee -a "$OUT/cases.jsonl"
-import json
-w, p, q = (json.load(open(f"/tmp/launch-alone-{n}.json")) for n in ("watch", "probe", "0w"))
+  python3 - "$name" <<'PY' | tee -a "$OUT/cases.jsonl"
+import json, sys
+w, p, q = (json.load(open(f"/tmp/{sys.argv[1]}-{n}.json")) for n in ("watch", "probe", "0w"))
 pid = str(q["pid"])
-print(json.dumps({"case": "launch-alone", "device_util": w.get("device_util_0.1s"),
+print(json.dumps({"case": sys.argv[1], "device_util": w.get("device_util_0.1s"),
   "probe_share": p["busy"].get(pid), "probe_traced_pct": p.get("traced_pct"),
   "probe_methods": p["methods"], "kernels_per_s_launched": round(q["kernels"] / q["wall_s"], 1),
   "kernels_per_s_probe": p.get("kernels_per_s", {}).get(pid)}))
 PY
-  mkdir -p "$OUT/raw"; cp /tmp/launch-alone-*.json "$OUT/raw/" 2>/dev/null
+  mkdir -p "$OUT/raw"; cp /tmp/$name-*.json "$OUT/raw/" 2>/dev/null
 }
 # CASES="alone-50 ts-60-20 ..." runs a subset (default: all).
 want() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
@@ -62,7 +64,8 @@ want ts-60-20 && run_case ts-60-20 0.6 long 0.2 long
 want ts-30tiny-30long && run_case ts-30tiny-30long 0.3 tiny 0.3 long
 want ts-50-idleholder && run_case ts-50-idleholder 0.5 long 0 long
 want ts-3x20 && run_case ts-3x20 0.2 long 0.2 long 0.2 long
-want launch-alone && launch_case
+want launch-alone && launch_case launch-alone
+want launch-full && launch_case launch-full TESSERA_PROBE_OVERHEAD=1
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 if { want mps-40-20 || want mps-3x20 || want mps-30tiny-30long; } && nvidia-cuda-mps-control -d; then
@@ -80,4 +83,5 @@ for _ in $(seq "${REPEAT:-1}"); do
   CUDA_INJECTION64_PATH=$PROBE python3 overhead.py probe | tee -a "$OUT/cases.jsonl"
 done
 kill $T2; wait $T2 2>/dev/null
+[ -d "$OUT/raw" ] && tar -C "$OUT" -czf "$OUT/raw.tgz" raw && rm -rf "$OUT/raw"
 exit 0
