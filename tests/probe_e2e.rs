@@ -3,7 +3,8 @@
 //! their reported kernel time into shares scaled to the GPU's measured busy time. Without
 //! the socket the same node shows the honest default: shares withheld, nobody idle. Clients
 //! of the first kind speak wire version 1 (totals only); the timeline clients speak version 2,
-//! and their per-millisecond timelines decide the time-sliced split.
+//! and their per-millisecond timelines decide the time-sliced split; the duty-cycled clients
+//! speak version 3, tracing only some 20 ms slots and marking the others untraced.
 
 mod support;
 
@@ -74,6 +75,50 @@ while True:
         .arg(socket)
         .arg(covered.to_string())
         .arg(solo.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs the fake probe client")
+}
+
+/// A version-3 probe tracing one 20 ms slot in `every` (nested: a slot traced at 8 is traced
+/// at 2), its kernels covering `covered` and explaining `solo` of every traced millisecond.
+fn fake_duty_cycled_client(socket: &std::path::Path, covered: f64, solo: f64, every: u32) -> Child {
+    let script = r#"
+import socket, struct, sys, time
+path, cov, solo, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+while True:
+    try:
+        s = socket.socket(socket.AF_UNIX); s.connect(path); break
+    except OSError:
+        time.sleep(0.05)
+start = time.time_ns() // 1_000_000; sent = start; full = 2; kernels = 0
+traced_ms = 0
+while True:
+    now = time.time_ns(); upto = now // 1_000_000
+    n = min(upto - sent, 16384); first = upto - n
+    body = b""
+    for ms in range(first, upto):
+        if (ms // 20) % every == 0:
+            traced_ms += 1
+            body += struct.pack("<HH", int(cov * 1000), int(solo * 1000))
+        else:
+            body += struct.pack("<HH", 0xFFFF, 0)
+    kernels += 10
+    head = struct.pack("<4sIQQIIQQQIIQ", b"TSP1", 3, int(traced_ms * cov * 1e6), kernels, full,
+                       0, now, start, first, n, 0, traced_ms * 1_000_000)
+    try:
+        s.sendall(head + body)
+    except OSError:
+        sys.exit(0)  # tessera stopped
+    sent, full = upto, 0
+    time.sleep(0.2)
+"#;
+    Command::new("python3")
+        .args(["-c", script])
+        .arg(socket)
+        .arg(covered.to_string())
+        .arg(solo.to_string())
+        .arg(every.to_string())
         .stdout(Stdio::null())
         .spawn()
         .expect("python3 runs the fake probe client")
@@ -196,6 +241,43 @@ fn time_sliced_timelines_split_by_solo_time_not_by_span_totals() {
     );
     let (_, debug) = e.get("/debug/attribution").expect("debug page");
     assert!(debug.contains("CUDA probe timelines"), "{debug}");
+    e.stop();
+    drop(clients);
+}
+
+#[test]
+fn duty_cycled_probes_are_split_over_the_milliseconds_both_traced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    // As above, but one tenant traces every other slot and the other one slot in eight: the
+    // split over their common slots still reads 0.45 / 0.25, and says it is a sample.
+    let clients = Clients(vec![
+        fake_duty_cycled_client(&socket, 1.0, 0.45, 2),
+        fake_duty_cycled_client(&socket, 1.0, 0.25, 8),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario(dir.path(), &pids);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .arg("--web.enable-debug=true")
+        .start();
+    e.wait_until("duty-cycled shares", |e| {
+        let m = e.metrics();
+        process_value(&m, "gpu_process_busy_ratio", pids[1])
+            .is_some_and(|b| (b - 0.25).abs() < 0.02)
+    });
+    let m = e.metrics();
+    let a = process_value(&m, "gpu_process_busy_ratio", pids[0]).unwrap_or(-1.0);
+    let b = process_value(&m, "gpu_process_busy_ratio", pids[1]).unwrap_or(-1.0);
+    assert!(
+        (a - 0.45).abs() < 0.02 && (b - 0.25).abs() < 0.02,
+        "{a} {b}\n{m}"
+    );
+    let (_, debug) = e.get("/debug/attribution").expect("debug page");
+    assert!(
+        debug.contains("CUDA probe timelines") && debug.contains("sampled: a probe traced 1"),
+        "{debug}"
+    );
     e.stop();
     drop(clients);
 }
