@@ -209,6 +209,37 @@ fn probe_spans_become_shares_scaled_to_the_devices_busy_time() {
     drop(clients);
 }
 
+/// Starts tessera on `clients`' probe socket, time-sliced on one GPU, and checks that their
+/// published busy shares settle at `expect` and that `/debug/attribution` says `debug_says`.
+fn assert_split(dir: &std::path::Path, clients: Clients, expect: [f64; 2], debug_says: &[&str]) {
+    let socket = dir.join("probe.sock");
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario(dir, &pids);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .arg("--web.enable-debug=true")
+        .start();
+    // The support sets a 2 s window; the timeline is read 2 s behind the clock: about 4 s.
+    e.wait_until("timeline shares", |e| {
+        let m = e.metrics();
+        process_value(&m, "gpu_process_busy_ratio", pids[1])
+            .is_some_and(|b| (b - expect[1]).abs() < 0.02)
+    });
+    let m = e.metrics();
+    let a = process_value(&m, "gpu_process_busy_ratio", pids[0]).unwrap_or(-1.0);
+    let b = process_value(&m, "gpu_process_busy_ratio", pids[1]).unwrap_or(-1.0);
+    assert!(
+        (a - expect[0]).abs() < 0.02 && (b - expect[1]).abs() < 0.02,
+        "{a} {b}\n{m}"
+    );
+    let (_, debug) = e.get("/debug/attribution").expect("debug page");
+    for says in debug_says {
+        assert!(debug.contains(says), "{says}: {debug}");
+    }
+    e.stop();
+    drop(clients);
+}
+
 #[test]
 fn time_sliced_timelines_split_by_solo_time_not_by_span_totals() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -220,29 +251,7 @@ fn time_sliced_timelines_split_by_solo_time_not_by_span_totals() {
         fake_timeline_client(&socket, 1.0, 0.45),
         fake_timeline_client(&socket, 1.0, 0.25),
     ]);
-    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario(dir.path(), &pids);
-    let e = Exporter::builder(&path)
-        .arg(format!("--probe.socket={}", socket.display()))
-        .arg("--web.enable-debug=true")
-        .start();
-    // The support sets a 2 s window; the timeline is read 2 s behind the clock: about 4 s.
-    e.wait_until("timeline shares", |e| {
-        let m = e.metrics();
-        process_value(&m, "gpu_process_busy_ratio", pids[1])
-            .is_some_and(|b| (b - 0.25).abs() < 0.02)
-    });
-    let m = e.metrics();
-    let a = process_value(&m, "gpu_process_busy_ratio", pids[0]).unwrap_or(-1.0);
-    let b = process_value(&m, "gpu_process_busy_ratio", pids[1]).unwrap_or(-1.0);
-    assert!(
-        (a - 0.45).abs() < 0.02 && (b - 0.25).abs() < 0.02,
-        "{a} {b}\n{m}"
-    );
-    let (_, debug) = e.get("/debug/attribution").expect("debug page");
-    assert!(debug.contains("CUDA probe timelines"), "{debug}");
-    e.stop();
-    drop(clients);
+    assert_split(dir.path(), clients, [0.45, 0.25], &["CUDA probe timelines"]);
 }
 
 #[test]
@@ -255,29 +264,10 @@ fn duty_cycled_probes_are_split_over_the_milliseconds_both_traced() {
         fake_duty_cycled_client(&socket, 1.0, 0.45, 2),
         fake_duty_cycled_client(&socket, 1.0, 0.25, 8),
     ]);
-    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario(dir.path(), &pids);
-    let e = Exporter::builder(&path)
-        .arg(format!("--probe.socket={}", socket.display()))
-        .arg("--web.enable-debug=true")
-        .start();
-    e.wait_until("duty-cycled shares", |e| {
-        let m = e.metrics();
-        process_value(&m, "gpu_process_busy_ratio", pids[1])
-            .is_some_and(|b| (b - 0.25).abs() < 0.02)
-    });
-    let m = e.metrics();
-    let a = process_value(&m, "gpu_process_busy_ratio", pids[0]).unwrap_or(-1.0);
-    let b = process_value(&m, "gpu_process_busy_ratio", pids[1]).unwrap_or(-1.0);
-    assert!(
-        (a - 0.45).abs() < 0.02 && (b - 0.25).abs() < 0.02,
-        "{a} {b}\n{m}"
+    assert_split(
+        dir.path(),
+        clients,
+        [0.45, 0.25],
+        &["CUDA probe timelines", "sampled: a probe traced 1"],
     );
-    let (_, debug) = e.get("/debug/attribution").expect("debug page");
-    assert!(
-        debug.contains("CUDA probe timelines") && debug.contains("sampled: a probe traced 1"),
-        "{debug}"
-    );
-    e.stop();
-    drop(clients);
 }
