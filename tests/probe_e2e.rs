@@ -13,6 +13,17 @@ use std::time::Duration;
 
 use support::{value, Exporter};
 
+/// Runs a fake probe client: `script` with the socket and `args` as its arguments.
+fn run_client(script: &str, socket: &std::path::Path, args: &[f64]) -> Child {
+    Command::new("python3")
+        .args(["-c", script])
+        .arg(socket)
+        .args(args.iter().map(f64::to_string))
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs the fake probe client")
+}
+
 /// A process that reports `busy` seconds of kernel time per second, as the probe would.
 fn fake_probe_client(socket: &std::path::Path, busy: f64) -> Child {
     let script = r#"
@@ -33,13 +44,7 @@ while True:
         sys.exit(0)  # tessera stopped
     time.sleep(0.2)
 "#;
-    Command::new("python3")
-        .args(["-c", script])
-        .arg(socket)
-        .arg(busy.to_string())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 runs the fake probe client")
+    run_client(script, socket, &[busy])
 }
 
 /// A process that reports, as the version-2 probe does, a timeline in which its kernels cover
@@ -70,14 +75,7 @@ while True:
     sent, full = upto, 0
     time.sleep(0.2)
 "#;
-    Command::new("python3")
-        .args(["-c", script])
-        .arg(socket)
-        .arg(covered.to_string())
-        .arg(solo.to_string())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 runs the fake probe client")
+    run_client(script, socket, &[covered, solo])
 }
 
 /// A version-3 probe tracing one 20 ms slot in `every` (nested: a slot traced at 8 is traced
@@ -113,15 +111,7 @@ while True:
     sent, full = upto, 0
     time.sleep(0.2)
 "#;
-    Command::new("python3")
-        .args(["-c", script])
-        .arg(socket)
-        .arg(covered.to_string())
-        .arg(solo.to_string())
-        .arg(every.to_string())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 runs the fake probe client")
+    run_client(script, socket, &[covered, solo, f64::from(every)])
 }
 
 struct Clients(Vec<Child>);
