@@ -47,63 +47,39 @@ while True:
     run_client(script, socket, &[busy])
 }
 
-/// A process that reports, as the version-2 probe does, a timeline in which its kernels cover
-/// `covered` of every millisecond and their solo durations explain `solo` of it. The clock is
-/// the wall clock in ns, shared by every client like CUPTI's.
-fn fake_timeline_client(socket: &std::path::Path, covered: f64, solo: f64) -> Child {
+/// A process that reports, as the probe does, a timeline in which its kernels cover `covered`
+/// of every millisecond and their solo durations explain `solo` of it. The clock is the wall
+/// clock in ns, shared by every client like CUPTI's. With `every` 0 it speaks version 2 and
+/// traces always; otherwise version 3, tracing one 20 ms slot in `every` (nested: a slot
+/// traced at 8 is traced at 2) and marking the other milliseconds untraced.
+fn fake_timeline_client(socket: &std::path::Path, covered: f64, solo: f64, every: u32) -> Child {
     let script = r#"
 import socket, struct, sys, time
-path, cov, solo = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-t0 = time.time_ns(); kernels = 0
+path, cov, solo, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+t0 = time.time_ns(); kernels = 0; traced_ms = 0
 while True:
     try:
         s = socket.socket(socket.AF_UNIX); s.connect(path); break
     except OSError:
         time.sleep(0.05)
 start = t0 // 1_000_000; sent = start; full = 2
+busy = struct.pack("<HH", int(cov * 1000), int(solo * 1000))
 while True:
     now = time.time_ns(); upto = now // 1_000_000
     n = min(upto - sent, 16384); first = upto - n
     kernels += 10
-    head = struct.pack("<4sIQQIIQQQII", b"TSP1", 2, int((now - t0) * cov), kernels, full, 0,
-                       now, start, first, n, 0)
-    body = struct.pack("<HH", int(cov * 1000), int(solo * 1000)) * n
-    try:
-        s.sendall(head + body)
-    except OSError:
-        sys.exit(0)  # tessera stopped
-    sent, full = upto, 0
-    time.sleep(0.2)
-"#;
-    run_client(script, socket, &[covered, solo])
-}
-
-/// A version-3 probe tracing one 20 ms slot in `every` (nested: a slot traced at 8 is traced
-/// at 2), its kernels covering `covered` and explaining `solo` of every traced millisecond.
-fn fake_duty_cycled_client(socket: &std::path::Path, covered: f64, solo: f64, every: u32) -> Child {
-    let script = r#"
-import socket, struct, sys, time
-path, cov, solo, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX); s.connect(path); break
-    except OSError:
-        time.sleep(0.05)
-start = time.time_ns() // 1_000_000; sent = start; full = 2; kernels = 0
-traced_ms = 0
-while True:
-    now = time.time_ns(); upto = now // 1_000_000
-    n = min(upto - sent, 16384); first = upto - n
-    body = b""
-    for ms in range(first, upto):
-        if (ms // 20) % every == 0:
-            traced_ms += 1
-            body += struct.pack("<HH", int(cov * 1000), int(solo * 1000))
-        else:
-            body += struct.pack("<HH", 0xFFFF, 0)
-    kernels += 10
-    head = struct.pack("<4sIQQIIQQQIIQ", b"TSP1", 3, int(traced_ms * cov * 1e6), kernels, full,
-                       0, now, start, first, n, 0, traced_ms * 1_000_000)
+    if every == 0:
+        head = struct.pack("<4sIQQIIQQQII", b"TSP1", 2, int((now - t0) * cov), kernels, full, 0,
+                           now, start, first, n, 0)
+        body = busy * n
+    else:
+        body = b""
+        for ms in range(first, upto):
+            traced = (ms // 20) % every == 0
+            traced_ms += traced
+            body += busy if traced else struct.pack("<HH", 0xFFFF, 0)
+        head = struct.pack("<4sIQQIIQQQIIQ", b"TSP1", 3, int(traced_ms * cov * 1e6), kernels,
+                           full, 0, now, start, first, n, 0, traced_ms * 1_000_000)
     try:
         s.sendall(head + body)
     except OSError:
@@ -238,8 +214,8 @@ fn time_sliced_timelines_split_by_solo_time_not_by_span_totals() {
     // their kernels alone would take 45 % and 25 % of it. Scaling totals to the device's 80 %
     // would read 0.40 / 0.40; the timelines read 0.45 / 0.25.
     let clients = Clients(vec![
-        fake_timeline_client(&socket, 1.0, 0.45),
-        fake_timeline_client(&socket, 1.0, 0.25),
+        fake_timeline_client(&socket, 1.0, 0.45, 0),
+        fake_timeline_client(&socket, 1.0, 0.25, 0),
     ]);
     assert_split(dir.path(), clients, [0.45, 0.25], &["CUDA probe timelines"]);
 }
@@ -251,8 +227,8 @@ fn duty_cycled_probes_are_split_over_the_milliseconds_both_traced() {
     // As above, but one tenant traces every other slot and the other one slot in eight: the
     // split over their common slots still reads 0.45 / 0.25, and says it is a sample.
     let clients = Clients(vec![
-        fake_duty_cycled_client(&socket, 1.0, 0.45, 2),
-        fake_duty_cycled_client(&socket, 1.0, 0.25, 8),
+        fake_timeline_client(&socket, 1.0, 0.45, 2),
+        fake_timeline_client(&socket, 1.0, 0.25, 8),
     ]);
     assert_split(
         dir.path(),
