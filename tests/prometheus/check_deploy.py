@@ -142,6 +142,9 @@ def check_operator(c, root, objs, info):
         c.check(sel and all(svc["metadata"]["labels"].get(k) == v for k, v in sel.items()), "operator: ServiceMonitor selects the Service")
         c.check(sm["metadata"].get("namespace") == info["ns"] or sm["spec"].get("namespaceSelector"), "operator: ServiceMonitor in the Service's namespace")
         c.check(all(e.get("path", "/metrics") == "/metrics" for e in eps), "operator: ServiceMonitor scrapes /metrics")
+        c.check(all(any(r.get("targetLabel") == "node" and r.get("sourceLabels") == ["__meta_kubernetes_pod_node_name"]
+                        for r in e.get("relabelings", [])) for e in eps),
+                "operator: ServiceMonitor puts `node` on up (deploy/alertmanager's exporter-down inhibition needs it)")
     pr = objs.get(("PrometheusRule", "tessera"))
     c.check(pr is not None and pr.get("apiVersion") == "monitoring.coreos.com/v1", "operator: PrometheusRule monitoring.coreos.com/v1")
     if pr:
