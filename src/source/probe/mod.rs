@@ -1,4 +1,5 @@
-//! Receives the CUDA probe's counters (`crates/probe`) on a UNIX stream socket.
+//! Receives the CUDA probe's counters (`crates/probe`) on a UNIX stream socket (`socket`) and
+//! keeps them per process for the sampler (`ProbeBook`).
 //!
 //! Each workload process that carries the probe connects once and sends fixed-size frames with
 //! its cumulative kernel busy time and kernel count. The sender's PID is not taken from the
@@ -6,26 +7,21 @@
 //! host's with `hostPID`), so a process can speak only for itself. tessera never writes to
 //! the socket, and counters of PIDs NVML does not list on a GPU are never shown.
 
+mod socket;
+
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncReadExt;
-use tokio::net::{UnixListener, UnixStream};
-use tokio::task::JoinHandle;
-
 use crate::model::compute::{ProbeReading, ProbeTimeline};
 
-use tessera_probe::wire::HEADER_LEN;
+pub use socket::{spawn_receiver, ProbeSocketError};
 pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, UNTRACED};
 
 /// More connections than any node runs GPU processes; past this new ones are refused.
 const MAX_CONNECTIONS: usize = 4096;
 /// Reports kept per process: enough to span the window at one report a second.
 const MAX_REPORTS: usize = 32;
-/// At most ten reports a second are read from one peer.
-const MIN_FRAME_GAP: Duration = Duration::from_millis(100);
 /// A process that stopped reporting is forgotten after this.
 const FORGET_AFTER: Duration = Duration::from_secs(30);
 /// Timelines are read this far behind a process's latest report: kernels still running when
@@ -310,122 +306,9 @@ fn ratios(
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeSocketError {
-    #[error("cannot listen for the CUDA probe on {}: {source}", path.display())]
-    Bind {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Binds the socket (replacing a stale one) so that any local user may connect: workload
-/// containers run as arbitrary users, and each can only report for itself.
-fn bind(path: &Path) -> Result<UnixListener, ProbeSocketError> {
-    let err = |source| ProbeSocketError::Bind {
-        path: path.to_path_buf(),
-        source,
-    };
-    // Only a stale socket of an earlier run is replaced; anything else at the path is an error
-    // to report, never a file to delete. A socket someone still accepts on belongs to another
-    // running tessera: taking it over would silently starve that one.
-    use std::os::unix::fs::FileTypeExt;
-    match std::fs::symlink_metadata(path) {
-        // Connecting to a UNIX socket answers at once (accepted or refused); it never waits.
-        Ok(m)
-            if m.file_type().is_socket()
-                && std::os::unix::net::UnixStream::connect(path).is_ok() =>
-        {
-            return Err(err(std::io::Error::new(
-                std::io::ErrorKind::AddrInUse,
-                "another process is listening on it",
-            )))
-        }
-        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).map_err(err)?,
-        Ok(_) => {
-            return Err(err(std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "a file that is not a socket is in the way",
-            )))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(e)),
-    }
-    let listener = UnixListener::bind(path).map_err(err)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
-    Ok(listener)
-}
-
-/// Starts the receiver on the current runtime.
-pub fn spawn_receiver(path: &Path, book: ProbeBook) -> Result<JoinHandle<()>, ProbeSocketError> {
-    let listener = bind(path)?;
-    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    Ok(tokio::spawn(async move {
-        loop {
-            let stream = match listener.accept().await {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    tracing::debug!(error = %e, "probe socket accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            if live.load(std::sync::atomic::Ordering::Relaxed) >= MAX_CONNECTIONS {
-                continue;
-            }
-            let Some(pid) = stream
-                .peer_cred()
-                .ok()
-                .and_then(|c| c.pid())
-                .and_then(|p| u32::try_from(p).ok())
-            else {
-                continue;
-            };
-            let book = book.clone();
-            let live = live.clone();
-            live.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tokio::spawn(async move {
-                read_frames(stream, pid, &book).await;
-                live.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            });
-        }
-    }))
-}
-
-async fn read_frames(mut stream: UnixStream, pid: u32, book: &ProbeBook) {
-    let mut head = [0u8; HEADER_LEN];
-    let mut body = Vec::new();
-    loop {
-        if stream.read_exact(&mut head[..8]).await.is_err() {
-            return;
-        }
-        // Not our protocol: stop listening to this peer.
-        let Some(rest) = head[..8].try_into().ok().and_then(Frame::rest_of_header) else {
-            return;
-        };
-        if stream.read_exact(&mut head[8..8 + rest]).await.is_err() {
-            return;
-        }
-        let Some(h) = Frame::decode_header(&head[..8 + rest]) else {
-            return;
-        };
-        body.resize(h.bucket_bytes, 0);
-        if stream.read_exact(&mut body).await.is_err() {
-            return;
-        }
-        book.record(pid, &h.frame.with_buckets(&body), Instant::now());
-        // The probe reports once a second; a peer that floods is slowed to this pace by its
-        // own full socket buffer instead of costing tessera CPU.
-        tokio::time::sleep(MIN_FRAME_GAP).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncWriteExt;
 
     fn frame(busy_ms: u64, kernels: u64) -> Frame {
         Frame {
@@ -622,57 +505,5 @@ mod tests {
         // Version 1 frames carry no clock.
         book.record(2, &frame(5, 1), t0);
         assert!(book.timelines(&[2], Duration::from_secs(1), t0).is_empty());
-    }
-
-    #[tokio::test]
-    async fn the_kernel_names_the_sender() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("probe.sock");
-        let book = ProbeBook::default();
-        let task = spawn_receiver(&path, book.clone()).unwrap();
-        let mut c = UnixStream::connect(&path).await.unwrap();
-        c.write_all(&frame(100, 1).encode()).await.unwrap();
-        c.write_all(&frame(900, 9).encode()).await.unwrap();
-        // Garbage ends the conversation without touching what was recorded.
-        c.write_all(&[0xff; HEADER_LEN]).await.unwrap();
-        let me = std::process::id();
-        for _ in 0..100 {
-            let r = book.readings(&[me], Duration::from_secs(5), Instant::now());
-            if r.get(&me).is_some_and(|r| r.kernels == 9) {
-                task.abort();
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("no report recorded for pid {me}");
-    }
-
-    #[tokio::test]
-    async fn only_a_stale_socket_is_replaced() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("probe.sock");
-        std::fs::write(&path, b"not a socket").unwrap();
-        let e = spawn_receiver(&path, ProbeBook::default())
-            .map(|_| ())
-            .unwrap_err();
-        assert!(e.to_string().contains("not a socket"), "{e}");
-        assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
-        std::fs::remove_file(&path).unwrap();
-        let first = spawn_receiver(&path, ProbeBook::default()).unwrap();
-        // A live listener is never taken over.
-        let e = spawn_receiver(&path, ProbeBook::default())
-            .map(|_| ())
-            .unwrap_err();
-        assert!(e.to_string().contains("another process"), "{e}");
-        first.abort();
-        // Give the aborted task a moment to drop its listener.
-        for _ in 0..100 {
-            if std::os::unix::net::UnixStream::connect(&path).is_err() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        // A socket left behind by an earlier run is replaced.
-        spawn_receiver(&path, ProbeBook::default()).unwrap().abort();
     }
 }
