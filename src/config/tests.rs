@@ -1,6 +1,7 @@
-//! Unit tests of flag, environment and file resolution (kept apart to keep config.rs short).
+//! Unit tests of flag, environment and file resolution.
 
 use super::*;
+use clap::Parser;
 
 fn cli(args: &[&str]) -> Cli {
     Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).unwrap()
