@@ -1,6 +1,8 @@
 //! The demo's CUDA probe: reports for the MPS clients of GPU 5 as the probe in those processes
 //! would send them (kernel busy time at the scenario's `sm_util`), filed straight into the
 //! probe book, so `--demo` shows the exact mode beside the honest default of the other GPUs.
+//! One of them launches like a tight loop of tiny kernels: its probe traces one eighth of the
+//! time (wire v3), so `/debug/attribution` shows a sampled figure.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +15,9 @@ pub const PROBED_PIDS: [u32; 3] = [45061, 45062, 45063];
 const REPORT_EVERY: Duration = Duration::from_millis(500);
 /// Kernels per busy second, for the kernel counter (1 ms kernels).
 const KERNELS_PER_BUSY_SECOND: f64 = 1000.0;
+/// The client whose probe traces in duty cycles, and the share of time it traces.
+const SAMPLED_PID: u32 = 45063;
+const SAMPLED_TRACED_SHARE: f64 = 0.125;
 
 /// Each pid's busy share (0..=1) in the phase running `elapsed_ms` into the scenario.
 fn rates_at(s: &ScenarioProcesses, pids: &[u32], elapsed_ms: u64) -> Vec<f64> {
@@ -35,6 +40,7 @@ pub fn start(scenario: &str, pids: &[u32], book: ProbeBook) -> Result<Repeating,
     let parsed: ScenarioProcesses = serde_yaml::from_str(scenario)?;
     let pids = pids.to_vec();
     let mut busy = vec![0.0f64; pids.len()];
+    let mut traced = vec![0.0f64; pids.len()];
     let mut last = Duration::ZERO;
     Ok(Repeating::start(
         "tessera-demo-probe",
@@ -44,11 +50,19 @@ pub fn start(scenario: &str, pids: &[u32], book: ProbeBook) -> Result<Repeating,
             last = elapsed;
             let rates = rates_at(&parsed, &pids, elapsed.as_millis() as u64);
             let now = Instant::now();
-            for ((pid, b), rate) in pids.iter().zip(&mut busy).zip(rates) {
-                *b += rate * dt;
+            for (((pid, b), t), rate) in pids.iter().zip(&mut busy).zip(&mut traced).zip(rates) {
+                // A sampled probe sees only its traced time, and says how much that was.
+                let share = if *pid == SAMPLED_PID {
+                    SAMPLED_TRACED_SHARE
+                } else {
+                    1.0
+                };
+                *b += rate * dt * share;
+                *t += dt * share;
                 let frame = Frame {
                     busy_ns: (*b * 1e9) as u64,
                     kernels: (*b * KERNELS_PER_BUSY_SECOND) as u64,
+                    traced_ns: (*pid == SAMPLED_PID).then_some((*t * 1e9) as u64),
                     ..Frame::default()
                 };
                 book.record(*pid, &frame, now);
