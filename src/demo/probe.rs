@@ -85,4 +85,29 @@ mod tests {
         assert_eq!(rates_at(&s, &[1, 2], 60), [0.7, 0.1]);
         assert_eq!(rates_at(&s, &[1, 2], 130), [0.25, 0.0], "looped");
     }
+
+    #[test]
+    fn the_sampled_client_reads_its_rate_over_its_traced_eighth() {
+        let scenario = "phases:\n  - at_ms: 0\n    processes: [{ pid: 45061, sm_util: 20 }, { pid: 45063, sm_util: 40 }]\n";
+        let book = ProbeBook::default();
+        let feed = start(scenario, &[45061, SAMPLED_PID], book.clone()).unwrap();
+        std::thread::sleep(Duration::from_millis(2_300));
+        let r = book.readings(
+            &[45061, SAMPLED_PID],
+            Duration::from_secs(5),
+            Instant::now(),
+        );
+        drop(feed);
+        let (full, sampled) = (r[&45061], r[&SAMPLED_PID]);
+        assert_eq!(full.traced_share, None);
+        assert!((full.busy_ratio.unwrap() - 0.2).abs() < 0.03, "{full:?}");
+        assert!(
+            (sampled.busy_ratio.unwrap() - 0.4).abs() < 0.03,
+            "{sampled:?}"
+        );
+        assert!(
+            (sampled.traced_share.unwrap() - SAMPLED_TRACED_SHARE).abs() < 0.02,
+            "{sampled:?}"
+        );
+    }
 }
