@@ -327,7 +327,11 @@ fn reporter(socket: PathBuf, budget: f64) {
             }
         }
         if let Some(p) = progress() {
-            governor.update(p.0 - last.0, p.1 - last.1, p.2 - last.2);
+            governor.update(
+                p.0.saturating_sub(last.0),
+                p.1.saturating_sub(last.1),
+                p.2.saturating_sub(last.2),
+            );
             last = p;
         }
         let pid = std::process::id();
