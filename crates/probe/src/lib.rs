@@ -1,6 +1,8 @@
 //! tessera's CUDA probe: a library the CUDA driver loads into a workload process when
 //! `CUDA_INJECTION64_PATH` names it. It turns on CUPTI's kernel activity records, sums the
 //! union of kernel spans, and once a second sends the totals to tessera over a UNIX socket.
+//! A process that launches so fast that the records would cost it more than its budget is
+//! traced in duty cycles instead (`duty`), and says which milliseconds it traced.
 //!
 //! It must never hurt its host: nothing here panics across the C boundary, it blocks no CUDA
 //! call (records are folded in CUPTI's own buffer-completion callback, the socket is written
