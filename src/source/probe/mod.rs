@@ -310,7 +310,8 @@ fn ratios(
 mod tests {
     use super::*;
 
-    fn frame(busy_ms: u64, kernels: u64) -> Frame {
+    /// A version-1 report: totals only. The socket's tests send it too.
+    pub(super) fn frame(busy_ms: u64, kernels: u64) -> Frame {
         Frame {
             busy_ns: busy_ms * 1_000_000,
             kernels,

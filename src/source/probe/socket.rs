@@ -130,16 +130,9 @@ async fn read_frames(mut stream: UnixStream, pid: u32, book: &ProbeBook) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::frame;
     use super::*;
     use tokio::io::AsyncWriteExt;
-
-    fn frame(busy_ms: u64, kernels: u64) -> Frame {
-        Frame {
-            busy_ns: busy_ms * 1_000_000,
-            kernels,
-            ..Frame::default()
-        }
-    }
 
     #[tokio::test]
     async fn the_kernel_names_the_sender() {
