@@ -1,6 +1,6 @@
-"""Detach safety under concurrency: several threads launch kernels on their own streams while
-the probe detaches and attaches CUPTI between traced slots; another thread copies memory and
-synchronizes. Checks every result, then prints one line. Usage: stress_detach.py SECONDS"""
+"""The probe under concurrency: several threads launch kernels on their own streams while
+the probe traces them in duty cycles; another thread copies memory and
+synchronizes. Checks every result, then prints one line. Usage: stress_threads.py SECONDS"""
 import torch, threading, time, sys
 dur = float(sys.argv[1]); errors = []; launched = [0] * 4
 def launcher(i):
