@@ -1,0 +1,160 @@
+//! A stand-in for `libcupti.so`: the part of CUPTI's activity API the CUDA probe uses, with a
+//! process that launches `FAKE_CUPTI_KERNELS_PER_FLUSH` 1 µs kernels a second, evenly spread.
+//!
+//! What it models above all is how CUPTI ends. Like the real library it registers its
+//! teardown when it is loaded, so the teardown runs after the exit handlers of everything
+//! loaded later; the teardown takes `FAKE_CUPTI_TEARDOWN_MS`, and any call into the library
+//! once it has begun aborts the process — on the H100 such a call is a segfault at exit.
+
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+
+const SUCCESS: c_int = 0;
+/// `CUPTI_ERROR_MAX_LIMIT_REACHED`: no more records in the buffer.
+const END_OF_BUFFER: c_int = 12;
+const CONCURRENT_KERNEL: u32 = 10;
+/// Long enough for every field the probe reads (the name pointer ends at 112).
+const RECORD_LEN: usize = 128;
+
+static CALLBACKS: Mutex<Option<(RequestFn, CompleteFn)>> = Mutex::new(None);
+static LAST_FLUSH_NS: AtomicU64 = AtomicU64::new(0);
+static TORN_DOWN: AtomicBool = AtomicBool::new(false);
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Every entry point starts here.
+fn called(what: &str) {
+    if TORN_DOWN.load(Ordering::SeqCst) {
+        eprintln!("fake cupti: {what} called during teardown");
+        std::process::abort();
+    }
+}
+
+extern "C" fn teardown() {
+    TORN_DOWN.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(env_u64(
+        "FAKE_CUPTI_TEARDOWN_MS",
+        200,
+    )));
+}
+
+extern "C" fn at_load() {
+    LAST_FLUSH_NS.store(now_ns(), Ordering::SeqCst);
+    // SAFETY: `teardown` is an `extern "C" fn()`.
+    unsafe { libc::atexit(teardown) };
+}
+
+#[used]
+#[link_section = ".init_array"]
+static AT_LOAD: extern "C" fn() = at_load;
+
+#[no_mangle]
+pub extern "C" fn cuptiActivityEnable(_kind: u32) -> c_int {
+    called("cuptiActivityEnable");
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuptiActivityDisable(_kind: u32) -> c_int {
+    called("cuptiActivityDisable");
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuptiActivityRegisterCallbacks(
+    request: RequestFn,
+    complete: CompleteFn,
+) -> c_int {
+    called("cuptiActivityRegisterCallbacks");
+    if let Ok(mut c) = CALLBACKS.lock() {
+        *c = Some((request, complete));
+    }
+    SUCCESS
+}
+
+/// # Safety
+/// `t` must point to a writable u64.
+#[no_mangle]
+pub unsafe extern "C" fn cuptiGetTimestamp(t: *mut u64) -> c_int {
+    called("cuptiGetTimestamp");
+    // SAFETY: the caller passes a valid pointer.
+    unsafe { *t = now_ns() };
+    SUCCESS
+}
+
+/// # Safety
+/// `buffer` must hold `valid` bytes written by this library; `record` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn cuptiActivityGetNextRecord(
+    buffer: *mut u8,
+    valid: usize,
+    record: *mut *mut u32,
+) -> c_int {
+    called("cuptiActivityGetNextRecord");
+    // SAFETY: `record` is the caller's cursor into `buffer`, null before the first record.
+    unsafe {
+        let next = if (*record).is_null() {
+            0
+        } else {
+            (*record).cast::<u8>().offset_from(buffer) as usize + RECORD_LEN
+        };
+        if next + RECORD_LEN > valid {
+            return END_OF_BUFFER;
+        }
+        *record = buffer.add(next).cast::<u32>();
+    }
+    SUCCESS
+}
+
+/// Hands over the kernels "run" since the last flush, in one buffer. The probe's callbacks
+/// run outside the lock, as CUPTI runs them outside its own.
+#[no_mangle]
+pub extern "C" fn cuptiActivityFlushAll(_flag: u32) -> c_int {
+    called("cuptiActivityFlushAll");
+    let Some((request, complete)) = CALLBACKS.lock().ok().and_then(|c| *c) else {
+        return SUCCESS;
+    };
+    let (from, to) = (LAST_FLUSH_NS.swap(now_ns(), Ordering::SeqCst), now_ns());
+    let seconds = to.saturating_sub(from) as f64 / 1e9;
+    let kernels = (env_u64("FAKE_CUPTI_KERNELS_PER_FLUSH", 20_000) as f64 * seconds) as u64;
+    let (mut buf, mut size, mut max) = (std::ptr::null_mut(), 0usize, 0usize);
+    // SAFETY: the probe's request callback fills the three out-parameters.
+    unsafe { request(&mut buf, &mut size, &mut max) };
+    if buf.is_null() {
+        return SUCCESS;
+    }
+    let n = (kernels as usize).min(size / RECORD_LEN);
+    let step = to.saturating_sub(from) / (n as u64).max(1);
+    for i in 0..n {
+        let start = from + i as u64 * step;
+        let mut record = [0u8; RECORD_LEN];
+        record[0..4].copy_from_slice(&CONCURRENT_KERNEL.to_le_bytes());
+        record[16..24].copy_from_slice(&start.to_le_bytes());
+        record[24..32].copy_from_slice(&(start + 1_000).to_le_bytes());
+        record[52..56].copy_from_slice(&1u32.to_le_bytes());
+        record[104..112].copy_from_slice(&0x1000u64.to_le_bytes());
+        // SAFETY: `n` records fit in the `size` bytes the probe gave.
+        unsafe {
+            std::ptr::copy_nonoverlapping(record.as_ptr(), buf.add(i * RECORD_LEN), RECORD_LEN)
+        };
+    }
+    // SAFETY: the buffer goes back to the probe, which frees it.
+    unsafe { complete(std::ptr::null_mut(), 0, buf, size, n * RECORD_LEN) };
+    SUCCESS
+}
