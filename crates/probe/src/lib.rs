@@ -316,7 +316,9 @@ fn reporter(socket: PathBuf, budget: f64) {
     let mut conn: Option<(u32, UnixStream)> = None;
     let mut governor = Governor::new(budget);
     let mut tracing = true;
-    let mut last = progress().unwrap_or_default();
+    let mut last = cupti_gate()
+        .and_then(|_gate| progress())
+        .unwrap_or_default();
     let mut next_report = Instant::now() + REPORT_EVERY;
     loop {
         let now = Instant::now();
@@ -381,8 +383,8 @@ fn reporter(socket: PathBuf, budget: f64) {
 
 /// Registered with `atexit` when tracing starts, so it runs before the exit handlers of the
 /// libraries loaded earlier — the framework's and CUDA's teardown. Measured on the H100: a
-/// process whose probe kept tracing into that teardown could crash at exit (four threads on
-/// their own streams, 2 of 2 runs). So the probe stops tracing first and calls CUPTI no
+/// process whose probe kept tracing into that teardown could crash at exit (3 of 4 test
+/// processes, docs/validation.md). So the probe stops tracing first and calls CUPTI no
 /// more; it waits for a call of its own thread under way, but not for long, and never in a
 /// forked child, which has no probe thread and may have inherited the gate locked.
 extern "C" fn stop_at_exit() {
