@@ -1,6 +1,9 @@
 //! A stand-in for `libcupti.so`: the part of CUPTI's activity API the CUDA probe uses, with a
 //! process that launches `FAKE_CUPTI_KERNELS_PER_FLUSH` 1 µs kernels a second, evenly spread.
 //!
+//! `FAKE_CUPTI_FAIL_ENABLE=1` makes turning records on fail; `FAKE_CUPTI_LOADED` names a
+//! file the library creates when it is loaded, so a test can tell whether it ever was.
+//!
 //! What it models above all is how CUPTI ends. Like the real library it registers its
 //! teardown when it is loaded, so the teardown runs after the exit handlers of everything
 //! loaded later; the teardown takes `FAKE_CUPTI_TEARDOWN_MS`, and any call into the library
@@ -56,6 +59,9 @@ extern "C" fn teardown() {
 
 extern "C" fn at_load() {
     LAST_FLUSH_NS.store(now_ns(), Ordering::SeqCst);
+    if let Some(marker) = std::env::var_os("FAKE_CUPTI_LOADED") {
+        let _ = std::fs::write(marker, b"loaded");
+    }
     // SAFETY: `teardown` is an `extern "C" fn()`.
     unsafe { libc::atexit(teardown) };
 }
@@ -67,6 +73,10 @@ static AT_LOAD: extern "C" fn() = at_load;
 #[no_mangle]
 pub extern "C" fn cuptiActivityEnable(_kind: u32) -> c_int {
     called("cuptiActivityEnable");
+    if std::env::var("FAKE_CUPTI_FAIL_ENABLE").is_ok_and(|v| v == "1") {
+        // CUPTI_ERROR_NOT_INITIALIZED, as when the driver refuses a profiler.
+        return 15;
+    }
     SUCCESS
 }
 
