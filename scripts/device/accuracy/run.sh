@@ -1,9 +1,9 @@
 #!/bin/bash
 # Per-process GPU share under time-slicing and MPS, on a machine with one NVIDIA GPU: truth
 # (processes with known duty cycles) vs raw NVML vs tessera's default vs tessera with the CUDA
-# probe, plus the probe's launch overhead. Prints one JSON line per case; tables.py turns them
-# into docs/validation.md's tables. Never changes GPU settings; MPS runs with private pipe/log
-# dirs and is quit before the script ends.
+# probe, plus the probe's launch overhead. Prints one JSON line per case, and one with the
+# workloads' exit statuses; docs/validation.md's tables are made from them. Never changes GPU
+# settings; MPS runs with private pipe/log dirs and is quit before the script ends.
 #   TESSERA=path/to/tessera PROBE=path/to/libtessera_probe.so OUT=dir bash run.sh
 set -u
 cd "$(dirname "$0")"
@@ -19,6 +19,13 @@ common=(--sample.interval=1s --nvml.process-interval=1s --kubelet.enabled=false 
 env -u TESSERA_PROBE_SOCKET "$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/tessera-default.log" 2>&1 & T1=$!
 "$TESSERA" --web.listen-address=127.0.0.1:9950 "${common[@]}" --probe.socket=$TESSERA_PROBE_SOCKET > "$OUT/tessera-probe.log" 2>&1 & T2=$!
 sleep 2
+# A workload that crashed at exit still wrote its figures: say so, or it goes unseen (the
+# probe once crashed multi-threaded processes at exit; docs/validation.md).
+exit_statuses() { # case name, then workload pids
+  local name=$1 failed=0 pid; shift
+  for pid in "$@"; do wait "$pid" || failed=$((failed + 1)); done
+  echo "{\"case\": \"$name\", \"workloads\": $#, \"workloads_failed\": $failed}" | tee -a "$OUT/cases.jsonl"
+}
 opms() { [ "$1" = long ] && echo "$LONG" || echo "$TINY"; }
 run_case() { # name, then pairs of duty kind
   local name=$1; shift; local start; start=$(python3 -c 'import time;print(time.time()+12)')
@@ -31,7 +38,8 @@ run_case() { # name, then pairs of duty kind
   python3 tessera_watch.py http://127.0.0.1:9949 "$start" 24 "/tmp/$name-default.json" & local D=$!
   python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 "/tmp/$name-probe.json" 8 & local P2=$!
   ( sleep 14; nvidia-smi pmon -s u -d 1 -c 18 > "/tmp/$name-pmon.txt" 2>&1 ) & local P=$!
-  wait "${pids[@]}" $W $D $P2 $P
+  wait $W $D $P2 $P
+  exit_statuses "$name" "${pids[@]}"
   python3 summarize.py "$name" | tee -a "$OUT/cases.jsonl"
   mkdir -p "$OUT/raw"; cp /tmp/$name-*.json "$OUT/raw/" 2>/dev/null
 }
@@ -44,7 +52,8 @@ launch_case() {
   env "$@" CUDA_INJECTION64_PATH=$PROBE python3 workload.py launch 24 /tmp/$name-0w.json "$start" & local L=$!
   python3 watch.py http://127.0.0.1:9949/metrics "$start" 24 /tmp/$name-watch.json & local W=$!
   python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 /tmp/$name-probe.json 8 & local P2=$!
-  wait $L $W $P2
+  wait $W $P2
+  exit_statuses "$name" $L
   python3 - "$name" <<'PY' | tee -a "$OUT/cases.jsonl"
 import json, sys
 w, p, q = (json.load(open(f"/tmp/{sys.argv[1]}-{n}.json")) for n in ("watch", "probe", "0w"))
