@@ -18,7 +18,9 @@ for _ in $(seq "${REPEAT:-4}"); do
     if [ "$v" = - ]; then set -- probe; else set -- "probe-$v" "$v"; fi
     env "${@:2}" TESSERA_PROBE_SOCKET="$SOCK" CUDA_INJECTION64_PATH="$PROBE" "${pin[@]}" \
       python3 overhead.py "$1" 2>>"$OUT/probe-stderr.txt" | tee -a "$OUT/overhead.txt"
-    echo "== $1" >> "$OUT/probe-stderr.txt"
+    rc=${PIPESTATUS[0]}
+    echo "== $1 (exit status $rc)" >> "$OUT/probe-stderr.txt"
+    [ "$rc" -eq 0 ] || echo "$1: exit status $rc" | tee -a "$OUT/overhead.txt"
   done
 done
 exit 0
