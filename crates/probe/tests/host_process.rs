@@ -1,8 +1,8 @@
 //! The probe in a real process, against a stand-in CUPTI (`crates/fake-cupti`): it reports,
 //! it turns itself off when CUPTI fails, it stays out of a process on a node without tessera,
 //! and it leaves CUPTI alone at exit — whose teardown here aborts the process if called into
-//! meanwhile, as a CUPTI call at exit crashed processes on the H100. The child process is this
-//! test binary again, running `probe_child`.
+//! meanwhile, as a CUPTI call at exit crashed processes on the H100. The child process is the
+//! crate's `probe_host` example, which cargo builds for its tests.
 
 use std::io::Read;
 use std::os::unix::net::UnixListener;
@@ -12,15 +12,31 @@ use std::time::Duration;
 
 use tessera_probe::wire::{Frame, FLAG_DISABLED, UNTRACED};
 
+/// The directory cargo puts this test binary in (`target/<profile>/deps`).
+fn deps_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent().expect("deps directory").to_path_buf()
+}
+
 /// cargo builds the dev-dependency's cdylib into `deps/`, beside this binary.
 fn fake_cupti() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let lib = exe
-        .parent()
-        .expect("deps directory")
-        .join("libfake_cupti.so");
+    let lib = deps_dir().join("libfake_cupti.so");
     assert!(lib.exists(), "{} was not built", lib.display());
     lib
+}
+
+/// cargo builds the crate's examples into `examples/`, beside `deps/`.
+fn probe_host() -> PathBuf {
+    let exe = deps_dir()
+        .parent()
+        .expect("profile directory")
+        .join("examples/probe_host");
+    assert!(
+        exe.exists(),
+        "{} was not built (plain `cargo test` builds examples; with `--test`, add `--examples`)",
+        exe.display()
+    );
+    exe
 }
 
 /// Reads whole frames from the first connection until it closes.
@@ -69,11 +85,10 @@ impl Drop for Dir {
     }
 }
 
-/// Runs `probe_child` with the probe pointed at `socket` and the fake CUPTI, plus `env`.
+/// Runs `probe_host` with the probe pointed at `socket` and the fake CUPTI, plus `env`.
 fn run_child(socket: &Path, env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-    cmd.args(["--ignored", "--exact", "probe_child", "--nocapture"])
-        .env("TESSERA_PROBE_SOCKET", socket)
+    let mut cmd = Command::new(probe_host());
+    cmd.env("TESSERA_PROBE_SOCKET", socket)
         .env("TESSERA_PROBE_CUPTI", fake_cupti());
     for (k, v) in env {
         cmd.env(k, v);
@@ -154,16 +169,4 @@ fn without_tessera_on_the_node_cupti_is_never_loaded() {
     );
     assert!(marker.exists());
     drop(frames);
-}
-
-#[test]
-#[ignore = "the child process of the tests above"]
-fn probe_child() {
-    if std::env::var_os("TESSERA_PROBE_CUPTI").is_none() {
-        return;
-    }
-    assert_eq!(tessera_probe::InitializeInjection(), 1);
-    std::thread::sleep(Duration::from_millis(2_600));
-    // Runs the exit handlers, as a process returning from main does.
-    std::process::exit(0);
 }
