@@ -83,6 +83,15 @@ static FLUSH_FLAG: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::
 static EXITING: AtomicBool = AtomicBool::new(false);
 /// The process that started the probe (a forked child inherits the statics, not the thread).
 static PROBE_PID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Measurement only (`read_tuning`): attach CUPTI this long after `cuInit`, so one process
+/// times its launches both before and after.
+static START_DELAY_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Measurement only: CUPTI attached but kernel records never turned on, which tells CUPTI's
+/// cost of being there from that of having had records on (docs/validation.md).
+static RECORDS_NEVER: AtomicBool = AtomicBool::new(false);
+/// Measurement only: where to note when kernel records went on and off, and what each
+/// toggle cost the probe's thread.
+static TRACE_LOG: OnceLock<PathBuf> = OnceLock::new();
 /// Held by the probe's thread across each of its CUPTI calls, so that the exit handler can
 /// wait for one under way before CUDA's own teardown begins.
 static CUPTI_GATE: Mutex<()> = Mutex::new(());
@@ -276,22 +285,43 @@ fn snapshot(full: bool) -> Frame {
 /// Turns kernel records on or off, and notes when on the timeline. CUPTI may hand over
 /// buffers from inside these calls, so the spans are never locked across them.
 fn set_tracing(cupti: &Cupti, on: bool) {
+    let call = Instant::now();
     if on {
         // SAFETY: a plain CUPTI call from a thread of our own.
         if unsafe { (cupti.enable)(ACTIVITY_KIND_CONCURRENT_KERNEL) } != CUPTI_SUCCESS {
             disable(cupti);
             return;
         }
-        if let (Some(now), Ok(mut s)) = (cupti_now(), SPANS.lock()) {
-            s.trace_on(now);
+        if let Some(now) = cupti_now() {
+            if let Ok(mut s) = SPANS.lock() {
+                s.trace_on(now);
+            }
+            note_toggle("on", now, call.elapsed());
         }
     } else {
-        if let (Some(now), Ok(mut s)) = (cupti_now(), SPANS.lock()) {
+        let now = cupti_now();
+        if let (Some(now), Ok(mut s)) = (now, SPANS.lock()) {
             s.trace_off(now);
         }
         // SAFETY: as above.
         if unsafe { (cupti.disable)(ACTIVITY_KIND_CONCURRENT_KERNEL) } != CUPTI_SUCCESS {
             disable(cupti);
+        }
+        if let Some(now) = now {
+            note_toggle("off", now, call.elapsed());
+        }
+    }
+}
+
+/// One line per toggle in `TESSERA_PROBE_TRACE_LOG`, for `overhead_within.py`.
+fn note_toggle(what: &str, cupti_ns: u64, took: Duration) {
+    if let Some(path) = TRACE_LOG.get() {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{what} {cupti_ns} {}", took.as_nanos());
         }
     }
 }
@@ -316,6 +346,14 @@ fn reporter(socket: PathBuf, budget: f64) {
     let mut conn: Option<(u32, UnixStream)> = None;
     let mut governor = Governor::new(budget);
     let mut tracing = true;
+    let delay = START_DELAY_MS.load(Ordering::Relaxed);
+    if delay > 0 {
+        std::thread::sleep(Duration::from_millis(delay));
+        let Some(_gate) = cupti_gate() else { return };
+        if let Some(cupti) = CUPTI.get() {
+            attach(cupti);
+        }
+    }
     let mut last = cupti_gate()
         .and_then(|_gate| progress())
         .unwrap_or_default();
@@ -414,7 +452,10 @@ extern "C" fn stop_at_exit() {
 /// `TESSERA_PROBE_BUFFER_BYTES`: CUPTI buffer size (64 KiB to 64 MiB);
 /// `TESSERA_PROBE_SLOT_MS`: duty-cycle slot length (5 to 1000 ms; all probes on a node alike);
 /// `TESSERA_PROBE_FLUSH=forced`: the once-a-second flush also hands over buffers whose last
-/// kernel has not finished (its record comes without timestamps and counts as incomplete).
+/// kernel has not finished (its record comes without timestamps and counts as incomplete);
+/// `TESSERA_PROBE_START_MS`: attach CUPTI that long after `cuInit` (before and after in one
+/// process); `TESSERA_PROBE_TRACE_LOG`: a file noting each toggle of kernel records;
+/// `TESSERA_PROBE_RECORDS=never`: attach CUPTI but never turn kernel records on.
 /// `TESSERA_PROBE_OVERHEAD`, which ships, is read by `initialize`.
 fn read_tuning() {
     if let Some(n) = std::env::var("TESSERA_PROBE_BUFFER_BYTES")
@@ -428,6 +469,18 @@ fn read_tuning() {
         .and_then(|v| v.parse::<u64>().ok())
     {
         SLOT_NS.store(ms.clamp(5, 1_000) * 1_000_000, Ordering::Relaxed);
+    }
+    if let Some(ms) = std::env::var("TESSERA_PROBE_START_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        START_DELAY_MS.store(ms.min(600_000), Ordering::Relaxed);
+    }
+    if std::env::var("TESSERA_PROBE_RECORDS").is_ok_and(|v| v == "never") {
+        RECORDS_NEVER.store(true, Ordering::Relaxed);
+    }
+    if let Some(path) = std::env::var_os("TESSERA_PROBE_TRACE_LOG") {
+        let _ = TRACE_LOG.set(PathBuf::from(path));
     }
     if std::env::var("TESSERA_PROBE_FLUSH").is_ok_and(|v| v == "forced") {
         FLUSH_FLAG.store(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, Ordering::Relaxed);
@@ -454,21 +507,33 @@ fn initialize() -> bool {
         // Without a way to stop before the teardown, do not start.
         return true;
     }
-    if let (Some(now), Ok(mut spans)) = (cupti_now(), SPANS.lock()) {
-        spans.start_at(now);
-    }
-    // SAFETY: registering our callbacks and enabling one activity kind, as CUPTI documents.
-    let ok = unsafe {
-        (cupti.register)(buffer_requested, buffer_completed) == CUPTI_SUCCESS
-            && (cupti.enable)(ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS
-    };
-    if !ok {
-        disable(cupti);
+    if START_DELAY_MS.load(Ordering::Relaxed) == 0 {
+        attach(cupti);
     }
     std::thread::Builder::new()
         .name("tessera-probe".into())
         .spawn(move || reporter(socket, budget))
         .is_ok()
+}
+
+/// Starts the timeline and turns kernel records on.
+fn attach(cupti: &Cupti) {
+    let call = Instant::now();
+    if let (Some(now), Ok(mut spans)) = (cupti_now(), SPANS.lock()) {
+        spans.start_at(now);
+    }
+    let records = !RECORDS_NEVER.load(Ordering::Relaxed);
+    // SAFETY: registering our callbacks and enabling one activity kind, as CUPTI documents.
+    let ok = unsafe {
+        (cupti.register)(buffer_requested, buffer_completed) == CUPTI_SUCCESS
+            && (!records || (cupti.enable)(ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS)
+    };
+    if !ok {
+        disable(cupti);
+    }
+    if let Some(now) = cupti_now() {
+        note_toggle("attach", now, call.elapsed());
+    }
 }
 
 /// Called by the CUDA driver at `cuInit` when `CUDA_INJECTION64_PATH` names this library.

@@ -170,3 +170,49 @@ fn without_tessera_on_the_node_cupti_is_never_loaded() {
     assert!(marker.exists());
     drop(frames);
 }
+
+/// The knobs behind docs/validation.md's within-process overhead figures: CUPTI attached only
+/// after `TESSERA_PROBE_START_MS`, and every toggle of kernel records noted on CUPTI's clock,
+/// which `overhead_within.py` files each block of launches by.
+#[test]
+fn a_late_attach_is_noted_with_every_toggle_after_it() {
+    let dir = Dir::new("log");
+    let socket = dir.0.join("probe.sock");
+    let log = dir.0.join("toggles.txt");
+    let frames = collect_frames(UnixListener::bind(&socket).expect("bind"));
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos() as u64;
+    run_child(
+        &socket,
+        &[
+            ("TESSERA_PROBE_START_MS", "400"),
+            (
+                "TESSERA_PROBE_TRACE_LOG",
+                log.to_str().expect("utf-8 temp path"),
+            ),
+            ("TESSERA_PROBE_SLOT_MS", "5"),
+            ("FAKE_CUPTI_KERNELS_PER_FLUSH", "40000"),
+        ],
+    );
+    drop(frames);
+    let text = std::fs::read_to_string(&log).expect("the probe wrote its log");
+    let lines: Vec<(&str, u64)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 3, "{l}");
+            (f[0], f[1].parse().expect("ns"))
+        })
+        .collect();
+    assert_eq!(lines.first().map(|l| l.0), Some("attach"), "{text}");
+    assert!(
+        lines[0].1 >= started + 400_000_000,
+        "attached too early: {text}"
+    );
+    // Throttled after its first judgement: records went off and on again, in clock order.
+    assert!(lines.iter().any(|l| l.0 == "off"), "{text}");
+    assert!(lines.iter().any(|l| l.0 == "on"), "{text}");
+    assert!(lines.windows(2).all(|w| w[0].1 <= w[1].1), "{text}");
+}

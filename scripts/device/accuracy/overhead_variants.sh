@@ -6,8 +6,7 @@
 #     VARIANTS="- TESSERA_PROBE_OVERHEAD=0.002 TESSERA_PROBE_SLOT_MS=100" bash overhead_variants.sh
 # Each variant is one environment assignment for the probe; "-" is the shipped defaults.
 # PIN runs every process on those CPUs (taskset), so that where the scheduler puts the
-# launching thread does not move the result. The probe's own counters (TESSERA_PROBE_DEBUG=1)
-# go to probe-stderr.txt.
+# launching thread does not move the result. The probe's stderr goes to probe-stderr.txt.
 set -u
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}; mkdir -p "$OUT"
