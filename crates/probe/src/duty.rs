@@ -1,14 +1,20 @@
-//! Tracing in duty cycles, so that a launch-bound process does not pay CUPTI's per-launch cost
-//! on every kernel.
+//! Tracing in duty cycles, so that a launch-bound process pays for kernel records only part of
+//! the time.
 //!
-//! CUPTI's kernel records cost the launching thread about 1.5 µs per launch (measured on an
-//! H100, docs/validation.md). That is nothing beside millisecond kernels and 18 % of a loop
-//! that launches a 10 µs kernel every 8 µs. So each probe estimates what full tracing would
-//! cost its process — kernels per traced second × that cost — and, past a budget, traces only
-//! a fraction of the time. Which slots of time are traced is a function of the shared CUPTI
-//! clock alone, nested across fractions: every process tracing at least a fraction `f` traces
-//! the slots a process at `f` traces, so tenants time-sliced on one GPU always have common
-//! traced milliseconds to be split by (see tessera's `model::compute`).
+//! What duty cycles save is smaller than it looks. Measured inside one process on the H100
+//! (docs/validation.md, "Where the probe's launch cost comes from"), CUPTI attached with kernel
+//! records never turned on costs a launch nothing, but once records have been on, a launch
+//! costs 1–2 µs more whether they are on or off, as if CUPTI kept its instrumentation until it
+//! is finalized. Turning records off saves only their own part (0.1–0.7 µs a launch) and the
+//! probe's work on them. So the governor below bounds that part by the budget; the rest is
+//! paid by every process the probe traces at all.
+//!
+//! Each probe estimates what full tracing costs its process — kernels per traced second × a
+//! per-launch cost — and, past the budget, traces only a fraction of the time. Which slots of
+//! time are traced is a function of the shared CUPTI clock alone, nested across fractions:
+//! every process tracing at least a fraction `f` traces the slots a process at `f` traces, so
+//! tenants time-sliced on one GPU always have common traced milliseconds to be split by (see
+//! tessera's `model::compute`).
 //!
 //! A process whose own kernels keep the GPU busy is traced in full whatever its launch rate:
 //! its launches run ahead of the GPU, so their cost delays nothing.
@@ -16,9 +22,12 @@
 /// Length of one slot of the schedule. Long beside a launch (the queue at a slot's start is
 /// short in a launch-bound process), short beside a second (a window holds many slots).
 pub const DEFAULT_SLOT_NS: u64 = 20_000_000;
-/// Per-launch cost of kernel records, measured on the H100 (+1.5 µs, +1.7 µs in an earlier run).
+/// Per-launch cost of tracing in full, measured on the H100 against a process without the
+/// probe (+1.5 µs, +1.7 µs in an earlier run). Deliberately the whole cost rather than the
+/// part toggling saves: it throttles early, and a sampled figure says that it is one.
 pub const LAUNCH_COST_NS: f64 = 1_600.0;
-/// Default share of the process's time the probe may cost it.
+/// Default share of the process's time that tracing in full may cost it before the probe
+/// traces in duty cycles (the standing cost of records having been on comes on top).
 pub const DEFAULT_BUDGET: f64 = 0.02;
 /// Never trace less than this: a window must still hold traced time.
 pub const MIN_FRACTION: f64 = 1.0 / 32.0;
@@ -43,7 +52,7 @@ pub fn slot_traced(slot: u64, fraction: f64) -> bool {
 /// Picks the traced fraction from what the last interval's traced time showed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Governor {
-    /// Share of the process's time the probe may cost it, 0 < budget <= 1.
+    /// Share of the process's time tracing in full may cost it, 0 < budget <= 1.
     pub budget: f64,
     pub fraction: f64,
 }
