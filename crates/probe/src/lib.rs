@@ -455,7 +455,8 @@ extern "C" fn stop_at_exit() {
 /// kernel has not finished (its record comes without timestamps and counts as incomplete);
 /// `TESSERA_PROBE_START_MS`: attach CUPTI that long after `cuInit` (before and after in one
 /// process); `TESSERA_PROBE_TRACE_LOG`: a file noting each toggle of kernel records;
-/// `TESSERA_PROBE_RECORDS=never`: attach CUPTI but never turn kernel records on.
+/// `TESSERA_PROBE_RECORDS=never`: attach CUPTI but never turn kernel records on (the probe
+/// then reports itself off).
 /// `TESSERA_PROBE_OVERHEAD`, which ships, is read by `initialize`.
 fn read_tuning() {
     if let Some(n) = std::env::var("TESSERA_PROBE_BUFFER_BYTES")
@@ -530,6 +531,10 @@ fn attach(cupti: &Cupti) {
     };
     if !ok {
         disable(cupti);
+    } else if !records {
+        // Without records there is no timeline to claim: reported as off, so that tessera
+        // withholds the process's figures rather than read its silence as idle.
+        DISABLED.store(true, Ordering::Relaxed);
     }
     if let Some(now) = cupti_now() {
         note_toggle("attach", now, call.elapsed());

@@ -142,6 +142,24 @@ fn a_probe_whose_cupti_fails_turns_itself_off_and_says_so() {
     assert!(frames.iter().all(|f| f.buckets.is_empty() && f.now_ns == 0));
 }
 
+/// `TESSERA_PROBE_RECORDS=never` (CUPTI attached, no kernel records: a measuring knob) must
+/// not pass for an idle process: with nothing recorded, the probe reports itself off.
+#[test]
+fn a_probe_attached_without_records_claims_no_timeline() {
+    let dir = Dir::new("never");
+    let socket = dir.0.join("probe.sock");
+    let frames = collect_frames(UnixListener::bind(&socket).expect("bind"));
+    run_child(&socket, &[("TESSERA_PROBE_RECORDS", "never")]);
+    let frames = frames.join().expect("reader");
+    assert!(!frames.is_empty());
+    assert!(
+        frames
+            .iter()
+            .all(|f| f.flags & FLAG_DISABLED != 0 && f.buckets.is_empty() && f.now_ns == 0),
+        "{frames:?}"
+    );
+}
+
 #[test]
 fn without_tessera_on_the_node_cupti_is_never_loaded() {
     let dir = Dir::new("absent");

@@ -85,7 +85,7 @@ for w0, w1, dt in blocks:
     s0, s1 = state_at(w0), state_at(w1)
     classes[s0 if s0 == s1 else "toggle"].append(per)
 
-# What the process paid: launches per wall second before and after the attach.
+# What the process paid: mean µs per launch (stalls included) before and after the attach.
 def rate(sel):
     n = sum(100 for b in blocks if sel(b))
     t = sum(b[2] for b in blocks if sel(b))
