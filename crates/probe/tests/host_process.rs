@@ -99,13 +99,31 @@ fn run_child(socket: &Path, env: &[(&str, &str)]) -> Output {
     out
 }
 
-#[test]
-fn a_process_exiting_while_traced_in_duty_cycles_exits_cleanly() {
-    let dir = Dir::new("exit");
+/// Runs `probe_host` with `env` against a tessera socket of its own; the frames it sent.
+fn frames_of_run(name: &str, env: &[(&str, &str)]) -> Vec<Frame> {
+    let dir = Dir::new(name);
     let socket = dir.0.join("probe.sock");
     let frames = collect_frames(UnixListener::bind(&socket).expect("bind"));
-    run_child(
-        &socket,
+    run_child(&socket, env);
+    frames.join().expect("reader")
+}
+
+/// Every frame says the probe is off and claims no timeline: tessera must not read its
+/// silence as idle.
+fn assert_reported_off(frames: &[Frame]) {
+    assert!(!frames.is_empty());
+    assert!(
+        frames
+            .iter()
+            .all(|f| f.flags & FLAG_DISABLED != 0 && f.buckets.is_empty() && f.now_ns == 0),
+        "{frames:?}"
+    );
+}
+
+#[test]
+fn a_process_exiting_while_traced_in_duty_cycles_exits_cleanly() {
+    let frames = frames_of_run(
+        "exit",
         &[
             // 5 ms slots: a probe that still called CUPTI at exit would do so within the
             // teardown's 200 ms.
@@ -114,7 +132,6 @@ fn a_process_exiting_while_traced_in_duty_cycles_exits_cleanly() {
             ("FAKE_CUPTI_TEARDOWN_MS", "200"),
         ],
     );
-    let frames = frames.join().expect("reader");
     let last = frames.last().expect("the probe reported");
     // 40k launches a second cost 6.4 % traced in full: the probe was throttled when it exited.
     assert!(last.kernels > 0, "{last:?}");
@@ -128,36 +145,17 @@ fn a_process_exiting_while_traced_in_duty_cycles_exits_cleanly() {
 
 #[test]
 fn a_probe_whose_cupti_fails_turns_itself_off_and_says_so() {
-    let dir = Dir::new("fail");
-    let socket = dir.0.join("probe.sock");
-    let frames = collect_frames(UnixListener::bind(&socket).expect("bind"));
-    run_child(&socket, &[("FAKE_CUPTI_FAIL_ENABLE", "1")]);
-    let frames = frames.join().expect("reader");
-    assert!(!frames.is_empty());
-    assert!(
-        frames.iter().all(|f| f.flags & FLAG_DISABLED != 0),
-        "{frames:?}"
-    );
-    // A disabled probe claims no timeline: tessera must not read its silence as idle.
-    assert!(frames.iter().all(|f| f.buckets.is_empty() && f.now_ns == 0));
+    assert_reported_off(&frames_of_run("fail", &[("FAKE_CUPTI_FAIL_ENABLE", "1")]));
 }
 
 /// `TESSERA_PROBE_RECORDS=never` (CUPTI attached, no kernel records: a measuring knob) must
 /// not pass for an idle process: with nothing recorded, the probe reports itself off.
 #[test]
 fn a_probe_attached_without_records_claims_no_timeline() {
-    let dir = Dir::new("never");
-    let socket = dir.0.join("probe.sock");
-    let frames = collect_frames(UnixListener::bind(&socket).expect("bind"));
-    run_child(&socket, &[("TESSERA_PROBE_RECORDS", "never")]);
-    let frames = frames.join().expect("reader");
-    assert!(!frames.is_empty());
-    assert!(
-        frames
-            .iter()
-            .all(|f| f.flags & FLAG_DISABLED != 0 && f.buckets.is_empty() && f.now_ns == 0),
-        "{frames:?}"
-    );
+    assert_reported_off(&frames_of_run(
+        "never",
+        &[("TESSERA_PROBE_RECORDS", "never")],
+    ));
 }
 
 #[test]

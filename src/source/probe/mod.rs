@@ -1,12 +1,13 @@
 //! Receives the CUDA probe's counters (`crates/probe`) on a UNIX stream socket (`socket`) and
 //! keeps them per process for the sampler (`ProbeBook`).
 //!
-//! Each workload process that carries the probe connects once and sends, once a second, a frame:
-//! a fixed header with its cumulative kernel busy time, kernel count and traced time, then a
-//! bounded run of per-millisecond timeline buckets (`tessera_probe::wire`). The sender's PID is not taken from the
-//! frame: the kernel attests it (`SO_PEERCRED`, in tessera's PID namespace, which is the
-//! host's with `hostPID`), so a process can speak only for itself. tessera never writes to
-//! the socket, and counters of PIDs NVML does not list on a GPU are never shown.
+//! Each workload process that carries the probe connects once and sends, once a second, a
+//! frame: a fixed header with its cumulative kernel busy time, kernel count and traced time,
+//! then a bounded run of per-millisecond timeline buckets (`tessera_probe::wire`). The
+//! sender's PID is not taken from the frame: the kernel attests it (`SO_PEERCRED`, in
+//! tessera's PID namespace, which is the host's with `hostPID`), so a process can speak only
+//! for itself. tessera never writes to the socket, and counters of PIDs NVML does not list on
+//! a GPU are never shown.
 
 mod socket;
 
