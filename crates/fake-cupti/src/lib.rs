@@ -2,7 +2,9 @@
 //! process that launches `FAKE_CUPTI_KERNELS_PER_FLUSH` 1 µs kernels a second, evenly spread.
 //!
 //! `FAKE_CUPTI_FAIL_ENABLE=1` makes turning records on fail; `FAKE_CUPTI_LOADED` names a
-//! file the library creates when it is loaded, so a test can tell whether it ever was.
+//! file the library creates when it is loaded, so a test can tell whether it ever was;
+//! `FAKE_CUPTI_ENABLE_LOG` names a file that gets a line `enable` or `disable` per call. Like
+//! CUPTI, it records kernels only while records are on.
 //!
 //! What it models above all is how CUPTI ends. Like the real library it registers its
 //! teardown when it is loaded, so the teardown runs after the exit handlers of everything
@@ -27,6 +29,20 @@ const RECORD_LEN: usize = 128;
 static CALLBACKS: Mutex<Option<(RequestFn, CompleteFn)>> = Mutex::new(None);
 static LAST_FLUSH_NS: AtomicU64 = AtomicU64::new(0);
 static TORN_DOWN: AtomicBool = AtomicBool::new(false);
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+fn log_toggle(what: &str) {
+    if let Some(path) = std::env::var_os("FAKE_CUPTI_ENABLE_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{what}");
+        }
+    }
+}
 
 fn now_ns() -> u64 {
     SystemTime::now()
@@ -77,12 +93,19 @@ pub extern "C" fn cuptiActivityEnable(_kind: u32) -> c_int {
         // CUPTI_ERROR_NOT_INITIALIZED, as when the driver refuses a profiler.
         return 15;
     }
+    log_toggle("enable");
+    // Kernels are recorded from now on, not since the last flush.
+    if !ENABLED.swap(true, Ordering::SeqCst) {
+        LAST_FLUSH_NS.store(now_ns(), Ordering::SeqCst);
+    }
     SUCCESS
 }
 
 #[no_mangle]
 pub extern "C" fn cuptiActivityDisable(_kind: u32) -> c_int {
     called("cuptiActivityDisable");
+    log_toggle("disable");
+    ENABLED.store(false, Ordering::SeqCst);
     SUCCESS
 }
 
@@ -141,6 +164,9 @@ pub extern "C" fn cuptiActivityFlushAll(_flag: u32) -> c_int {
         return SUCCESS;
     };
     let (from, to) = (LAST_FLUSH_NS.swap(now_ns(), Ordering::SeqCst), now_ns());
+    if !ENABLED.load(Ordering::SeqCst) {
+        return SUCCESS;
+    }
     let seconds = to.saturating_sub(from) as f64 / 1e9;
     let kernels = (env_u64("FAKE_CUPTI_KERNELS_PER_FLUSH", 20_000) as f64 * seconds) as u64;
     let (mut buf, mut size, mut max) = (std::ptr::null_mut(), 0usize, 0usize);

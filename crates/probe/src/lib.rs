@@ -1,6 +1,10 @@
 //! tessera's CUDA probe: a library the CUDA driver loads into a workload process when
-//! `CUDA_INJECTION64_PATH` names it. It turns on CUPTI's kernel activity records, sums the
-//! union of kernel spans, and once a second sends the totals to tessera over a UNIX socket.
+//! `CUDA_INJECTION64_PATH` names it. It attaches CUPTI without kernel records, which costs a
+//! launch nothing; when tessera says the process's device is shared (another process there
+//! may run kernels: `wire::Control`) it turns kernel activity records on, sums the union of
+//! kernel spans, and once a second sends the totals to tessera over a UNIX socket. Records
+//! once on cost every launch 1–2 µs even after they go off again (docs/validation.md), so a
+//! process alone on its device never pays it, and NVML's own figure stands for it.
 //! A process that launches so fast that the records would cost it more than its budget is
 //! traced in duty cycles instead (`duty`), and says which milliseconds it traced.
 //!
@@ -29,7 +33,7 @@ use std::time::{Duration, Instant};
 use duty::{slot_traced, Governor, DEFAULT_SLOT_NS};
 use solo::{KernelShape, SoloDurations};
 use spans::Spans;
-use wire::{Frame, DEFAULT_SOCKET, FLAG_DISABLED, FLAG_FULL};
+use wire::{Control, ControlReader, Frame, DEFAULT_SOCKET, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL};
 
 type CuptiResult = c_int;
 const CUPTI_SUCCESS: CuptiResult = 0;
@@ -89,6 +93,11 @@ static START_DELAY_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 /// Measurement only: CUPTI attached but kernel records never turned on, which tells CUPTI's
 /// cost of being there from that of having had records on (docs/validation.md).
 static RECORDS_NEVER: AtomicBool = AtomicBool::new(false);
+/// Measurement only: kernel records on from the start, whatever tessera says (the behaviour
+/// before records were turned on only where a device is shared).
+static RECORDS_ALWAYS: AtomicBool = AtomicBool::new(false);
+/// tessera said this process's device is shared: kernel records are wanted.
+static SHARED: AtomicBool = AtomicBool::new(false);
 /// Measurement only: where to note when kernel records went on and off, and what each
 /// toggle cost the probe's thread.
 static TRACE_LOG: OnceLock<PathBuf> = OnceLock::new();
@@ -261,10 +270,16 @@ fn cupti_now() -> Option<u64> {
 }
 
 /// The frame to send; `full` on a new connection, so tessera starts from all the probe keeps.
-fn snapshot(full: bool) -> Frame {
-    let disabled = DISABLED.load(Ordering::Relaxed);
+fn snapshot(full: bool, records_on: bool) -> Frame {
+    let failed = DISABLED.load(Ordering::Relaxed);
+    // Records off (the device is not shared) measure nothing: reported as off, like a failure,
+    // so that tessera reads NVML's figure rather than this silence as idle.
+    let disabled = failed || !records_on;
+    let alone = !failed && !records_on;
     let mut frame = Frame {
-        flags: if disabled { FLAG_DISABLED } else { 0 } | if full { FLAG_FULL } else { 0 },
+        flags: if disabled { FLAG_DISABLED } else { 0 }
+            | if alone { FLAG_ALONE } else { 0 }
+            | if full { FLAG_FULL } else { 0 },
         dropped: DROPPED.load(Ordering::Relaxed),
         incomplete: INCOMPLETE.load(Ordering::Relaxed),
         ..Frame::default()
@@ -345,7 +360,11 @@ fn cupti_gate() -> Option<MutexGuard<'static, ()>> {
 fn reporter(socket: PathBuf, budget: f64) {
     let mut conn: Option<(u32, UnixStream)> = None;
     let mut governor = Governor::new(budget);
-    let mut tracing = true;
+    let mut tracing = RECORDS_ALWAYS.load(Ordering::Relaxed);
+    let mut control = ControlReader::default();
+    // Whether the last frame sent went with records on: the first with them on again must be
+    // full, since tessera dropped this process's timeline while they were off.
+    let mut reported_on = false;
     let delay = START_DELAY_MS.load(Ordering::Relaxed);
     if delay > 0 {
         std::thread::sleep(Duration::from_millis(delay));
@@ -370,10 +389,17 @@ fn reporter(socket: PathBuf, budget: f64) {
             }
         }
         std::thread::sleep(wake.saturating_duration_since(now));
+        // What tessera said since the last wake applies from this one: records go on within
+        // a second of the message, before this second's report.
+        if let Some((_, s)) = conn.as_ref() {
+            if !read_control(s, &mut control) {
+                lost_tessera(&mut conn, &mut control);
+            }
+        }
         let Some(gate) = cupti_gate() else { return };
         let cupti = CUPTI.get().filter(|_| !DISABLED.load(Ordering::Relaxed));
         if let (Some(cupti), Some(ns)) = (cupti, cupti_now()) {
-            let want = slot_traced(ns / slot_ns, governor.fraction);
+            let want = records_wanted() && slot_traced(ns / slot_ns, governor.fraction);
             if want != tracing {
                 set_tracing(cupti, want);
                 tracing = want;
@@ -402,10 +428,12 @@ fn reporter(socket: PathBuf, budget: f64) {
         if conn.as_ref().is_some_and(|(p, _)| *p != pid) {
             conn = None;
         }
-        let full = conn.is_none();
-        let frame = snapshot(full);
+        let records_on = records_wanted();
+        let full = conn.is_none() || (records_on && !reported_on);
+        let frame = snapshot(full, records_on);
+        reported_on = records_on;
         drop(gate);
-        if full {
+        if conn.is_none() {
             conn = UnixStream::connect(&socket).ok().map(|s| {
                 let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
                 (pid, s)
@@ -413,8 +441,55 @@ fn reporter(socket: PathBuf, budget: f64) {
         }
         if let Some((_, s)) = conn.as_mut() {
             if s.write_all(&frame.encode()).is_err() {
-                conn = None;
+                lost_tessera(&mut conn, &mut control);
             }
+        }
+    }
+}
+
+/// The connection to tessera is gone: nobody says the device is shared any more, so records
+/// go off at the next wake, and a new connection starts from an empty control stream.
+fn lost_tessera(conn: &mut Option<(u32, UnixStream)>, control: &mut ControlReader) {
+    *conn = None;
+    *control = ControlReader::default();
+    SHARED.store(false, Ordering::Relaxed);
+}
+
+/// Whether kernel records should be on now (before the duty-cycle schedule).
+fn records_wanted() -> bool {
+    !RECORDS_NEVER.load(Ordering::Relaxed)
+        && (RECORDS_ALWAYS.load(Ordering::Relaxed) || SHARED.load(Ordering::Relaxed))
+}
+
+/// The most control bytes read per wake: a message is 16 bytes and comes on a change, so a
+/// peer that sends more gets the rest read at later wakes (or never), not more of our time.
+const CONTROL_READ_MAX: usize = 256;
+
+/// Reads what tessera sent without waiting, and applies the latest valid message. False when
+/// tessera closed the connection.
+fn read_control(s: &UnixStream, reader: &mut ControlReader) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut buf = [0u8; CONTROL_READ_MAX];
+    // SAFETY: `recv` writes at most `buf.len()` bytes into `buf`; MSG_DONTWAIT never blocks.
+    let n = unsafe {
+        libc::recv(
+            s.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        0 => false,
+        n if n < 0 => {
+            let e = std::io::Error::last_os_error().kind();
+            e == std::io::ErrorKind::WouldBlock || e == std::io::ErrorKind::Interrupted
+        }
+        n => {
+            if let Some(Control { shared }) = reader.feed(&buf[..n as usize]) {
+                SHARED.store(shared, Ordering::Relaxed);
+            }
+            true
         }
     }
 }
@@ -456,7 +531,8 @@ extern "C" fn stop_at_exit() {
 /// `TESSERA_PROBE_START_MS`: attach CUPTI that long after `cuInit` (before and after in one
 /// process); `TESSERA_PROBE_TRACE_LOG`: a file noting each toggle of kernel records;
 /// `TESSERA_PROBE_RECORDS=never`: attach CUPTI but never turn kernel records on (the probe
-/// then reports itself off).
+/// then reports itself off); `TESSERA_PROBE_RECORDS=always`: records on from the start, as
+/// if the device were always shared.
 /// `TESSERA_PROBE_OVERHEAD`, which ships, is read by `initialize`.
 fn read_tuning() {
     if let Some(n) = std::env::var("TESSERA_PROBE_BUFFER_BYTES")
@@ -477,8 +553,10 @@ fn read_tuning() {
     {
         START_DELAY_MS.store(ms.min(600_000), Ordering::Relaxed);
     }
-    if std::env::var("TESSERA_PROBE_RECORDS").is_ok_and(|v| v == "never") {
-        RECORDS_NEVER.store(true, Ordering::Relaxed);
+    match std::env::var("TESSERA_PROBE_RECORDS").as_deref() {
+        Ok("never") => RECORDS_NEVER.store(true, Ordering::Relaxed),
+        Ok("always") => RECORDS_ALWAYS.store(true, Ordering::Relaxed),
+        _ => {}
     }
     if let Some(path) = std::env::var_os("TESSERA_PROBE_TRACE_LOG") {
         let _ = TRACE_LOG.set(PathBuf::from(path));
@@ -517,13 +595,14 @@ fn initialize() -> bool {
         .is_ok()
 }
 
-/// Starts the timeline and turns kernel records on.
+/// Starts the timeline and registers with CUPTI; kernel records go on only when wanted
+/// (`records_wanted`: with the shipped setting, not before tessera says the device is shared).
 fn attach(cupti: &Cupti) {
     let call = Instant::now();
+    let records = records_wanted();
     if let (Some(now), Ok(mut spans)) = (cupti_now(), SPANS.lock()) {
-        spans.start_at(now);
+        spans.start_at(now, records);
     }
-    let records = !RECORDS_NEVER.load(Ordering::Relaxed);
     // SAFETY: registering our callbacks and enabling one activity kind, as CUPTI documents.
     let ok = unsafe {
         (cupti.register)(buffer_requested, buffer_completed) == CUPTI_SUCCESS
@@ -531,7 +610,7 @@ fn attach(cupti: &Cupti) {
     };
     if !ok {
         disable(cupti);
-    } else if !records {
+    } else if RECORDS_NEVER.load(Ordering::Relaxed) {
         // Without records there is no timeline to claim: reported as off, so that tessera
         // withholds the process's figures rather than read its silence as idle.
         DISABLED.store(true, Ordering::Relaxed);

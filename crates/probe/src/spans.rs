@@ -48,10 +48,11 @@ impl Spans {
     }
 
     /// The probe started measuring at `now_ns`: buckets before it are not its to claim.
-    pub fn start_at(&mut self, now_ns: u64) {
+    /// `tracing`: whether kernel records are on from here (else from `trace_on`).
+    pub fn start_at(&mut self, now_ns: u64, tracing: bool) {
         self.complete_from = now_ns / BUCKET_NS;
         self.sent_until = self.complete_from;
-        self.tracing_since = Some(now_ns);
+        self.tracing_since = tracing.then_some(now_ns);
     }
 
     /// Kernel records were turned on at `now_ns` (CUPTI's clock, read after the call).
@@ -213,7 +214,7 @@ mod tests {
     #[test]
     fn the_timeline_splits_spans_into_milliseconds_with_their_solo_share() {
         let mut s = Spans::new();
-        s.start_at(10 * MS);
+        s.start_at(10 * MS, true);
         // 2.5 ms span whose kernel alone takes 1.25 ms: half of every covered µs is solo.
         s.push(10 * MS + MS / 2, 13 * MS, 1_250_000);
         s.flush_batch();
@@ -244,7 +245,7 @@ mod tests {
     #[test]
     fn milliseconds_outside_traced_stretches_are_sent_as_untraced() {
         let mut s = Spans::new();
-        s.start_at(0);
+        s.start_at(0, true);
         s.trace_off(2 * MS + MS / 2); // traced 0..2.5 ms
         s.trace_on(5 * MS + 1); // 5 ms is not wholly traced
         s.push(MS, 2 * MS, MS);

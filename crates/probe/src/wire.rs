@@ -68,6 +68,79 @@ pub struct Frame {
     pub buckets: Vec<Bucket>,
 }
 
+/// Set while the probe's kernel records are off because tessera has not said its device is
+/// shared (with `FLAG_DISABLED`: the probe measures nothing, NVML's own figure stands).
+pub const FLAG_ALONE: u32 = 4;
+
+/// The one message tessera sends a probe, on the connection the probe opened: whether the
+/// probe's device (a GPU or a MIG instance) has another process that may run kernels. Layout,
+/// little-endian: magic `TSC1`, version u32 (1), flags u32, reserved u32 (0). Sent when the
+/// answer changes and once after each connection's first report.
+pub const CONTROL_MAGIC: [u8; 4] = *b"TSC1";
+pub const CONTROL_VERSION: u32 = 1;
+pub const CONTROL_LEN: usize = 16;
+/// The device is shared: turn kernel records on.
+pub const CONTROL_SHARED: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Control {
+    pub shared: bool,
+}
+
+impl Control {
+    pub fn encode(self) -> [u8; CONTROL_LEN] {
+        let mut b = [0u8; CONTROL_LEN];
+        b[0..4].copy_from_slice(&CONTROL_MAGIC);
+        b[4..8].copy_from_slice(&CONTROL_VERSION.to_le_bytes());
+        let flags = if self.shared { CONTROL_SHARED } else { 0 };
+        b[8..12].copy_from_slice(&flags.to_le_bytes());
+        b
+    }
+
+    /// Exactly one well-formed message, or `None`: another magic or version, unknown flags or
+    /// a nonzero reserved word are refused, never guessed at.
+    pub fn decode(b: &[u8]) -> Option<Control> {
+        if b.len() != CONTROL_LEN || b[0..4] != CONTROL_MAGIC {
+            return None;
+        }
+        let flags = u32_at(b, 8);
+        (u32_at(b, 4) == CONTROL_VERSION && flags & !CONTROL_SHARED == 0 && u32_at(b, 12) == 0)
+            .then_some(Control {
+                shared: flags & CONTROL_SHARED != 0,
+            })
+    }
+}
+
+/// The probe's side of the control stream: bytes in, the latest valid message out. It holds
+/// less than one message between calls, so nothing a peer sends makes it grow; bytes that do
+/// not start a valid message are skipped one at a time until one does.
+#[derive(Debug, Default)]
+pub struct ControlReader {
+    pending: Vec<u8>,
+}
+
+impl ControlReader {
+    pub fn feed(&mut self, bytes: &[u8]) -> Option<Control> {
+        let mut latest = None;
+        for &byte in bytes {
+            self.pending.push(byte);
+            if self.pending.len() < CONTROL_LEN {
+                continue;
+            }
+            match Control::decode(&self.pending) {
+                Some(c) => {
+                    latest = Some(c);
+                    self.pending.clear();
+                }
+                None => {
+                    self.pending.remove(0);
+                }
+            }
+        }
+        latest
+    }
+}
+
 /// What the fixed part of a frame says, before its buckets are read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Header {
@@ -227,6 +300,62 @@ mod tests {
         // Truncated buckets.
         let short = &f.encode()[..HEADER_LEN + 2];
         assert_eq!(Frame::decode(short), None);
+    }
+
+    #[test]
+    fn control_messages_round_trip_and_anything_else_is_ignored() {
+        for shared in [true, false] {
+            let c = Control { shared };
+            assert_eq!(Control::decode(&c.encode()), Some(c));
+        }
+        let good = Control { shared: true }.encode();
+        let mut bad_magic = good;
+        bad_magic[0] = b'X';
+        let mut bad_version = good;
+        bad_version[4] = 2;
+        let mut unknown_flag = good;
+        unknown_flag[8] = 3;
+        let mut reserved = good;
+        reserved[15] = 1;
+        for bad in [bad_magic, bad_version, unknown_flag, reserved] {
+            assert_eq!(Control::decode(&bad), None, "{bad:?}");
+            assert_eq!(ControlReader::default().feed(&bad), None, "{bad:?}");
+        }
+        // Too short, too long: not a message.
+        assert_eq!(Control::decode(&good[..15]), None);
+        let mut long = good.to_vec();
+        long.push(0);
+        assert_eq!(Control::decode(&long), None);
+    }
+
+    #[test]
+    fn the_reader_finds_messages_among_junk_and_never_grows() {
+        let on = Control { shared: true }.encode();
+        let off = Control { shared: false }.encode();
+        let mut r = ControlReader::default();
+        // Junk before, a message split across reads, then the latest of several wins.
+        assert_eq!(r.feed(&[0xff, 0, b'T', b'S']), None);
+        assert_eq!(r.feed(&on[..7]), None);
+        assert_eq!(r.feed(&on[7..]), Some(Control { shared: true }));
+        let mut both = off.to_vec();
+        both.extend_from_slice(&on);
+        both.extend_from_slice(&off);
+        assert_eq!(r.feed(&both), Some(Control { shared: false }));
+        // A megabyte of garbage (a tessera frame echoed back, random bytes): nothing, and
+        // the reader keeps less than one message.
+        let mut junk = Vec::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..(1 << 20) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            junk.push(x as u8);
+        }
+        junk.extend_from_slice(&Frame::default().encode());
+        assert_eq!(r.feed(&junk), None);
+        assert!(r.pending.len() < CONTROL_LEN);
+        // And it still reads the next real message.
+        assert_eq!(r.feed(&on), Some(Control { shared: true }));
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use tessera_probe::wire::{Frame, FLAG_DISABLED, UNTRACED};
+use std::io::Write;
+use tessera_probe::wire::{Control, Frame, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL, UNTRACED};
 
 /// The directory cargo puts this test binary in (`target/<profile>/deps`).
 fn deps_dir() -> PathBuf {
@@ -41,10 +42,31 @@ fn probe_host() -> PathBuf {
 
 /// Reads whole frames from the first connection until it closes.
 fn collect_frames(listener: UnixListener) -> std::thread::JoinHandle<Vec<Frame>> {
+    collect_frames_sending(listener, Vec::new())
+}
+
+/// As `collect_frames`, and writes each `(ms after the connection, bytes)` to the probe, as
+/// tessera writes its control messages.
+fn collect_frames_sending(
+    listener: UnixListener,
+    send: Vec<(u64, Vec<u8>)>,
+) -> std::thread::JoinHandle<Vec<Frame>> {
     std::thread::spawn(move || {
         let mut frames = Vec::new();
         let _ = listener.set_nonblocking(false);
         if let Ok((mut conn, _)) = listener.accept() {
+            if let Ok(mut w) = conn.try_clone() {
+                std::thread::spawn(move || {
+                    let t0 = std::time::Instant::now();
+                    for (ms, bytes) in send {
+                        let at = t0 + Duration::from_millis(ms);
+                        std::thread::sleep(at.saturating_duration_since(std::time::Instant::now()));
+                        if w.write_all(&bytes).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
             let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
             let mut bytes = Vec::new();
             let _ = conn.read_to_end(&mut bytes);
@@ -101,11 +123,32 @@ fn run_child(socket: &Path, env: &[(&str, &str)]) -> Output {
 
 /// Runs `probe_host` with `env` against a tessera socket of its own; the frames it sent.
 fn frames_of_run(name: &str, env: &[(&str, &str)]) -> Vec<Frame> {
+    frames_of_run_sending(name, env, Vec::new()).0
+}
+
+/// As `frames_of_run`, with `send` written to the probe (see `collect_frames_sending`); also
+/// the fake CUPTI's log of records turned on and off.
+fn frames_of_run_sending(
+    name: &str,
+    env: &[(&str, &str)],
+    send: Vec<(u64, Vec<u8>)>,
+) -> (Vec<Frame>, String) {
     let dir = Dir::new(name);
     let socket = dir.0.join("probe.sock");
-    let frames = collect_frames(UnixListener::bind(&socket).expect("bind"));
-    run_child(&socket, env);
-    frames.join().expect("reader")
+    let log = dir.0.join("enable.log");
+    let frames = collect_frames_sending(UnixListener::bind(&socket).expect("bind"), send);
+    let mut env = env.to_vec();
+    env.push((
+        "FAKE_CUPTI_ENABLE_LOG",
+        log.to_str().expect("utf-8 temp path"),
+    ));
+    run_child(&socket, &env);
+    let frames = frames.join().expect("reader");
+    (frames, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+fn shared(on: bool) -> Vec<u8> {
+    Control { shared: on }.encode().to_vec()
 }
 
 /// Every frame says the probe is off and claims no timeline: tessera must not read its
@@ -130,6 +173,7 @@ fn a_process_exiting_while_traced_in_duty_cycles_exits_cleanly() {
             ("TESSERA_PROBE_SLOT_MS", "5"),
             ("FAKE_CUPTI_KERNELS_PER_FLUSH", "40000"),
             ("FAKE_CUPTI_TEARDOWN_MS", "200"),
+            ("TESSERA_PROBE_RECORDS", "always"),
         ],
     );
     let last = frames.last().expect("the probe reported");
@@ -145,7 +189,103 @@ fn a_process_exiting_while_traced_in_duty_cycles_exits_cleanly() {
 
 #[test]
 fn a_probe_whose_cupti_fails_turns_itself_off_and_says_so() {
-    assert_reported_off(&frames_of_run("fail", &[("FAKE_CUPTI_FAIL_ENABLE", "1")]));
+    let (frames, _) = frames_of_run_sending(
+        "fail",
+        &[("FAKE_CUPTI_FAIL_ENABLE", "1")],
+        vec![(0, shared(true))],
+    );
+    assert_reported_off(&frames);
+    // Failed, not merely alone.
+    assert!(
+        frames.last().is_some_and(|f| f.flags & FLAG_ALONE == 0),
+        "{frames:?}"
+    );
+}
+
+/// A process alone on its device never pays for kernel records: the probe attaches, reports
+/// itself off (alone), and never turns records on, however long it runs.
+#[test]
+fn a_probe_alone_never_turns_records_on() {
+    let (frames, log) = frames_of_run_sending("alone", &[("PROBE_HOST_MS", "3200")], Vec::new());
+    assert!(frames.len() >= 2, "{frames:?}");
+    assert!(
+        frames.iter().all(
+            |f| f.flags & (FLAG_DISABLED | FLAG_ALONE) == FLAG_DISABLED | FLAG_ALONE
+                && f.kernels == 0
+                && f.buckets.is_empty()
+        ),
+        "{frames:?}"
+    );
+    assert!(!log.contains("enable"), "records went on: {log}");
+}
+
+/// tessera's "shared" message turns records on: from the next report the probe measures,
+/// its first frame with records on is full (tessera dropped its timeline while off), and
+/// "alone" again turns them off.
+#[test]
+fn the_shared_message_turns_records_on_and_alone_turns_them_off() {
+    let (frames, log) = frames_of_run_sending(
+        "shared",
+        &[("PROBE_HOST_MS", "5200")],
+        vec![(300, shared(true)), (2_600, shared(false))],
+    );
+    assert!(log.starts_with("enable\n"), "{log}");
+    assert!(log.contains("disable"), "{log}");
+    let on: Vec<&Frame> = frames
+        .iter()
+        .filter(|f| f.flags & FLAG_DISABLED == 0)
+        .collect();
+    assert!(!on.is_empty(), "{frames:?}");
+    assert!(on[0].flags & FLAG_FULL != 0, "{:?}", on[0]);
+    assert!(on.iter().any(|f| f.kernels > 0), "{frames:?}");
+    // Off before it, alone after it.
+    assert!(frames[0].flags & FLAG_ALONE != 0, "{:?}", frames[0]);
+    let last = frames.last().expect("frames");
+    assert!(last.flags & FLAG_ALONE != 0, "{last:?}");
+}
+
+/// Whatever else comes down the socket is ignored: garbage, a message of another version or
+/// with unknown flags, a flood bigger than any read, tessera's own frames echoed back. None
+/// turns records on, and the process runs and exits as usual; a real message after all that
+/// still works.
+#[test]
+fn hostile_bytes_from_the_socket_are_ignored() {
+    let mut wrong_version = shared(true);
+    wrong_version[4] = 2;
+    let mut unknown_flags = shared(true);
+    unknown_flags[8] = 0xff;
+    let mut reserved = shared(true);
+    reserved[12] = 1;
+    let mut flood = vec![0xa5u8; 1 << 20];
+    flood.extend_from_slice(&Frame::default().encode());
+    let (frames, log) = frames_of_run_sending(
+        "hostile",
+        &[("PROBE_HOST_MS", "3200")],
+        vec![
+            (100, wrong_version),
+            (150, unknown_flags),
+            (200, reserved),
+            (250, b"TSC1".repeat(64)),
+            (300, flood),
+        ],
+    );
+    assert!(!log.contains("enable"), "records went on: {log}");
+    assert!(
+        frames.iter().all(|f| f.flags & FLAG_DISABLED != 0),
+        "{frames:?}"
+    );
+    // Repeated "shared" after junk: one switch on, then steady (tracing always, so that no
+    // duty cycle toggles records).
+    let (_, log) = frames_of_run_sending(
+        "repeated",
+        &[("PROBE_HOST_MS", "3200"), ("TESSERA_PROBE_OVERHEAD", "1")],
+        vec![
+            (100, vec![0xff; 37]),
+            (200, shared(true).repeat(50)),
+            (900, shared(true)),
+        ],
+    );
+    assert_eq!(log.matches("enable").count(), 1, "{log}");
 }
 
 /// `TESSERA_PROBE_RECORDS=never` (CUPTI attached, no kernel records: a measuring knob) must
@@ -210,6 +350,7 @@ fn a_late_attach_is_noted_with_every_toggle_after_it() {
             ),
             ("TESSERA_PROBE_SLOT_MS", "5"),
             ("FAKE_CUPTI_KERNELS_PER_FLUSH", "40000"),
+            ("TESSERA_PROBE_RECORDS", "always"),
         ],
     );
     drop(frames);
