@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::metrics::{self, EncodeOptions};
 use crate::model::compute::ActivityInputs;
+use crate::model::records;
 use crate::model::device_id::ResourceMatcher;
 use crate::model::join::{join, JoinInputs};
 use crate::model::{CollectorStatus, NvmlSample, Snapshot};
@@ -225,6 +226,11 @@ impl Sampler {
                 .map(|b| b.timelines(&pids, self.cfg.activity_window, now))
                 .unwrap_or_default(),
         };
+        if let Some(book) = &self.feeds.probe {
+            // Records only where they buy something: processes alone on their device keep
+            // NVML's figure and pay nothing (model::records).
+            book.set_shared(&records::shared_processes(&sample, &activity), now);
+        }
         let pod_resources = state_of(&self.feeds.pod_resources);
         let kube = state_of(&self.feeds.kube);
         for (name, healthy) in [

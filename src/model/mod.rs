@@ -12,6 +12,7 @@ pub mod fractional;
 pub mod identity;
 pub mod join;
 pub mod limits;
+pub mod records;
 pub mod sharing;
 
 use std::collections::BTreeMap;

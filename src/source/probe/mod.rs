@@ -6,8 +6,12 @@
 //! then a bounded run of per-millisecond timeline buckets (`tessera_probe::wire`). The
 //! sender's PID is not taken from the frame: the kernel attests it (`SO_PEERCRED`, in
 //! tessera's PID namespace, which is the host's with `hostPID`), so a process can speak only
-//! for itself. tessera never writes to the socket, and counters of PIDs NVML does not list on
-//! a GPU are never shown.
+//! for itself. Counters of PIDs NVML does not list on a GPU are never shown.
+//!
+//! tessera writes one thing back: a 16-byte control message (`tessera_probe::wire::Control`)
+//! when a process's device starts or stops being shared, so that its probe turns kernel
+//! records on only while they buy something (`model::records`). The sampler decides
+//! (`ProbeBook::set_shared`); each connection's writer task sends.
 
 mod socket;
 
@@ -33,6 +37,12 @@ const TIMELINE_LAG: Duration = Duration::from_secs(2);
 const TIMELINE_FRESH: Duration = Duration::from_millis(1500);
 /// A throttled probe's busy ratio needs at least this much traced time in the window.
 const MIN_TRACED: Duration = Duration::from_millis(50);
+/// A probe keeps kernel records on until its device has been unshared this long. Records
+/// turned on once keep costing launches after they go off again (docs/validation.md), so
+/// turning them off saves only their own part; turning them on again costs the window and
+/// the lag without a timeline. A tenant that pauses for less than this (a data-loader
+/// stall, a gap between requests) keeps its timeline.
+pub const RECORDS_OFF_AFTER: Duration = Duration::from_secs(60);
 
 /// One process's kernel timeline as received: dense buckets from `first`.
 #[derive(Debug, Default)]
@@ -145,6 +155,12 @@ pub struct ProbeBook {
     inner: Arc<Mutex<HashMap<u32, PidReports>>>,
     /// Buckets kept per process: the activity window, the lag and a second to spare.
     keep_buckets: usize,
+    /// Processes whose probes should have kernel records on, and when their device was last
+    /// seen shared. Only processes NVML listed on a shared device get in; each leaves
+    /// `RECORDS_OFF_AFTER` after that.
+    records: Arc<Mutex<HashMap<u32, Instant>>>,
+    /// Bumped when `records` changes, so each connection's writer wakes.
+    records_changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Default for ProbeBook {
@@ -160,7 +176,42 @@ impl ProbeBook {
         ProbeBook {
             inner: Arc::default(),
             keep_buckets: (keep.as_nanos() / u128::from(BUCKET_NS)) as usize,
+            records: Arc::default(),
+            records_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
+    }
+
+    /// The sampler's decision at `now`: `shared` are the processes whose device has another
+    /// candidate this sample. They get records at once; a process drops out once its device
+    /// has been unshared for `RECORDS_OFF_AFTER`. Never blocks: each connection's writer
+    /// task is woken and does the sending.
+    pub fn set_shared(&self, shared: &std::collections::HashSet<u32>, now: Instant) {
+        let Ok(mut records) = self.records.lock() else {
+            return;
+        };
+        let before = records.len();
+        let mut changed = false;
+        records.retain(|pid, seen| {
+            shared.contains(pid) || now.saturating_duration_since(*seen) < RECORDS_OFF_AFTER
+        });
+        changed |= records.len() != before;
+        for &pid in shared {
+            changed |= records.insert(pid, now).is_none();
+        }
+        drop(records);
+        if changed {
+            self.records_changed.send_modify(|g| *g = g.wrapping_add(1));
+        }
+    }
+
+    /// Whether `pid`'s probe should have kernel records on.
+    pub fn records_wanted(&self, pid: u32) -> bool {
+        self.records.lock().is_ok_and(|r| r.contains_key(&pid))
+    }
+
+    /// Wakes when `set_shared` changed who should have records.
+    pub(crate) fn watch_records(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.records_changed.subscribe()
     }
 
     /// Files one report of `pid`'s probe. The socket receiver calls it with the kernel-attested
@@ -368,6 +419,35 @@ mod tests {
         }
         let r = book.readings(&[7], w, t0 + Duration::from_secs(9));
         assert!((r[&7].busy_ratio.unwrap() - 0.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn records_go_on_when_shared_and_off_only_after_a_minute_unshared() {
+        let book = ProbeBook::default();
+        let mut woken = book.watch_records();
+        let t0 = Instant::now();
+        let set = |pids: &[u32]| pids.iter().copied().collect::<std::collections::HashSet<_>>();
+        book.set_shared(&set(&[1, 2]), t0);
+        assert!(book.records_wanted(1) && book.records_wanted(2) && !book.records_wanted(3));
+        assert!(woken.has_changed().unwrap());
+        woken.borrow_and_update();
+        // Still shared: nothing changes, nobody is woken.
+        book.set_shared(&set(&[1, 2]), t0 + Duration::from_secs(1));
+        assert!(!woken.has_changed().unwrap());
+        // Alone from 1 s: records stay on for RECORDS_OFF_AFTER, then go off.
+        let off = t0 + Duration::from_secs(1) + RECORDS_OFF_AFTER;
+        book.set_shared(&set(&[]), off - Duration::from_millis(1));
+        assert!(book.records_wanted(1));
+        assert!(!woken.has_changed().unwrap());
+        book.set_shared(&set(&[]), off);
+        assert!(!book.records_wanted(1) && !book.records_wanted(2));
+        assert!(woken.has_changed().unwrap());
+        // A short pause inside the hysteresis keeps them on without a wake.
+        book.set_shared(&set(&[1, 2]), off);
+        woken.borrow_and_update();
+        book.set_shared(&set(&[]), off + Duration::from_secs(5));
+        book.set_shared(&set(&[1, 2]), off + Duration::from_secs(10));
+        assert!(book.records_wanted(1) && !woken.has_changed().unwrap());
     }
 
     #[test]

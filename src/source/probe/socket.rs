@@ -1,20 +1,25 @@
-//! The probe's socket: bound so any local user may connect, one task per peer, frames read
-//! with a bounded header and body and filed under the kernel-attested sender.
+//! The probe's socket: bound so any local user may connect, one reading task per peer, frames
+//! read with a bounded header and body and filed under the kernel-attested sender; and per
+//! peer a writing task that sends the probe a control message when its device starts or stops
+//! being shared.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncReadExt;
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::UnixListener;
 use tokio::task::JoinHandle;
 
-use tessera_probe::wire::{Frame, HEADER_LEN};
+use tessera_probe::wire::{Control, Frame, HEADER_LEN};
 
 use super::{ProbeBook, MAX_CONNECTIONS};
 
 /// At most ten reports a second are read from one peer.
 const MIN_FRAME_GAP: Duration = Duration::from_millis(100);
+/// A peer that leaves a 16-byte message unread this long gets no more.
+const CONTROL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeSocketError {
@@ -93,14 +98,39 @@ pub fn spawn_receiver(path: &Path, book: ProbeBook) -> Result<JoinHandle<()>, Pr
             let live = live.clone();
             live.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             tokio::spawn(async move {
-                read_frames(stream, pid, &book).await;
+                let (read, write) = stream.into_split();
+                let writer = tokio::spawn(send_control(write, pid, book.clone()));
+                read_frames(read, pid, &book).await;
+                writer.abort();
                 live.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             });
         }
     }))
 }
 
-async fn read_frames(mut stream: UnixStream, pid: u32, book: &ProbeBook) {
+/// Tells `pid`'s probe whether its device is shared, whenever the sampler's answer differs
+/// from what the probe was last told. A probe starts every connection with records off, so
+/// nothing is sent to a process alone.
+async fn send_control(mut stream: OwnedWriteHalf, pid: u32, book: ProbeBook) {
+    let mut changed = book.watch_records();
+    let mut told = false;
+    loop {
+        let want = book.records_wanted(pid);
+        if want != told {
+            let msg = Control { shared: want }.encode();
+            match tokio::time::timeout(CONTROL_WRITE_TIMEOUT, stream.write_all(&msg)).await {
+                Ok(Ok(())) => told = want,
+                // Gone, or not reading: the reading task ends the connection or carries on.
+                _ => return,
+            }
+        }
+        if changed.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn read_frames(mut stream: OwnedReadHalf, pid: u32, book: &ProbeBook) {
     let mut head = [0u8; HEADER_LEN];
     let mut body = Vec::new();
     loop {
@@ -130,9 +160,9 @@ async fn read_frames(mut stream: UnixStream, pid: u32, book: &ProbeBook) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::frame;
+    use super::super::{tests::frame, RECORDS_OFF_AFTER};
     use super::*;
-    use tokio::io::AsyncWriteExt;
+    use tokio::net::UnixStream;
 
     #[tokio::test]
     async fn the_kernel_names_the_sender() {
@@ -155,6 +185,42 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         panic!("no report recorded for pid {me}");
+    }
+
+    /// The next control message the probe side reads, within a few seconds.
+    async fn next_control(c: &mut UnixStream) -> Control {
+        let mut msg = [0u8; tessera_probe::wire::CONTROL_LEN];
+        tokio::time::timeout(Duration::from_secs(5), c.read_exact(&mut msg))
+            .await
+            .expect("a control message in time")
+            .expect("read");
+        Control::decode(&msg).expect("a well-formed control message")
+    }
+
+    #[tokio::test]
+    async fn the_probe_is_told_when_its_device_becomes_shared_and_when_alone_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("probe.sock");
+        let book = ProbeBook::default();
+        let task = spawn_receiver(&path, book.clone()).unwrap();
+        let mut c = UnixStream::connect(&path).await.unwrap();
+        c.write_all(&frame(100, 1).encode()).await.unwrap();
+        let me = std::process::id();
+        let t0 = Instant::now();
+        // Alone, and another process shared: nothing is sent to this one.
+        book.set_shared(&[me + 1].into_iter().collect(), t0);
+        let mut byte = [0u8; 1];
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), c.read(&mut byte))
+                .await
+                .is_err(),
+            "a process alone was sent something"
+        );
+        book.set_shared(&[me].into_iter().collect(), t0);
+        assert_eq!(next_control(&mut c).await, Control { shared: true });
+        book.set_shared(&Default::default(), t0 + RECORDS_OFF_AFTER);
+        assert_eq!(next_control(&mut c).await, Control { shared: false });
+        task.abort();
     }
 
     #[tokio::test]
