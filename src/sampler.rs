@@ -14,9 +14,9 @@ use std::collections::{HashMap, HashSet};
 
 use crate::metrics::{self, EncodeOptions};
 use crate::model::compute::ActivityInputs;
-use crate::model::records;
 use crate::model::device_id::ResourceMatcher;
 use crate::model::join::{join, JoinInputs};
+use crate::model::records;
 use crate::model::{CollectorStatus, NvmlSample, Snapshot};
 use crate::source::cgroup::{read_process_cgroup, CgroupError, CgroupIdentity};
 use crate::source::cpu::CpuTracker;

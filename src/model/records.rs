@@ -101,7 +101,10 @@ mod tests {
 
     #[test]
     fn a_process_alone_on_its_device_never_needs_records() {
-        let s = sample(vec![vec![proc(1, None, Some(0.9))], vec![proc(2, None, None)]]);
+        let s = sample(vec![
+            vec![proc(1, None, Some(0.9))],
+            vec![proc(2, None, None)],
+        ]);
         assert!(shared_processes(&s, &cpu(&[(1, 1.0), (2, 1.0)])).is_empty());
     }
 

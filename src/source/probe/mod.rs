@@ -233,7 +233,13 @@ impl ProbeBook {
             e.reports.clear();
             e.timeline = None;
         }
-        e.disabled = frame.flags & FLAG_DISABLED != 0;
+        let disabled = frame.flags & FLAG_DISABLED != 0;
+        // Records just went on (tessera said the device is shared): reports from while they
+        // were off counted nothing, and a ratio across them would read the process idler.
+        if e.disabled && !disabled {
+            e.reports.clear();
+        }
+        e.disabled = disabled;
         e.reports.push_back(Report {
             at,
             busy_ns: frame.busy_ns,
@@ -426,7 +432,11 @@ mod tests {
         let book = ProbeBook::default();
         let mut woken = book.watch_records();
         let t0 = Instant::now();
-        let set = |pids: &[u32]| pids.iter().copied().collect::<std::collections::HashSet<_>>();
+        let set = |pids: &[u32]| {
+            pids.iter()
+                .copied()
+                .collect::<std::collections::HashSet<_>>()
+        };
         book.set_shared(&set(&[1, 2]), t0);
         assert!(book.records_wanted(1) && book.records_wanted(2) && !book.records_wanted(3));
         assert!(woken.has_changed().unwrap());
@@ -448,6 +458,27 @@ mod tests {
         book.set_shared(&set(&[]), off + Duration::from_secs(5));
         book.set_shared(&set(&[1, 2]), off + Duration::from_secs(10));
         assert!(book.records_wanted(1) && !woken.has_changed().unwrap());
+    }
+
+    #[test]
+    fn a_ratio_starts_when_records_go_on_not_before() {
+        let book = ProbeBook::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        // Alone: records off, reported as off, for 4 s.
+        for s in 0..4u64 {
+            let mut f = frame(0, 0);
+            f.flags = FLAG_DISABLED;
+            book.record(3, &f, at(s));
+        }
+        // On from 4 s, 500 ms of kernels a second over the traced time.
+        for s in 4..=6u64 {
+            let mut f = frame(500 * (s - 4), 10 * (s - 4));
+            f.traced_ns = Some((s - 4) * 1_000_000_000);
+            book.record(3, &f, at(s));
+        }
+        let r = book.readings(&[3], Duration::from_secs(5), at(6))[&3];
+        assert!((r.busy_ratio.unwrap() - 0.5).abs() < 1e-9, "{r:?}");
     }
 
     #[test]

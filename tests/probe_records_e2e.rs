@@ -1,0 +1,158 @@
+//! Records only where shared, end to end: two processes carry a stand-in for the probe that
+//! behaves as the real one does on the wire (`crates/probe`): records off and reported as off
+//! until tessera's control message says its device is shared, then a timeline. The fake NVML
+//! lists one of them alone on GPU 0 first, then both. tessera must tell neither while one is
+//! alone, then tell both; and their timelines must then split the GPU.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::Exporter;
+
+/// A stand-in probe: reports "off, alone" (wire v1, flags DISABLED|ALONE) until it reads a
+/// control message saying shared, and from then on a v2 timeline whose kernels cover
+/// `covered` of every millisecond, starting at that moment. Each switch is appended to `log`.
+fn stand_in_probe(socket: &std::path::Path, covered: f64, log: &std::path::Path) -> Child {
+    let script = r#"
+import socket, struct, sys, time
+path, cov, log = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+while True:
+    try:
+        s = socket.socket(socket.AF_UNIX); s.connect(path); break
+    except OSError:
+        time.sleep(0.05)
+shared, pending, full, busy_ns, kernels = False, b"", 0, 0, 0
+cell = struct.pack("<HH", int(cov * 1000), int(cov * 1000))
+while True:
+    try:
+        data = s.recv(256, socket.MSG_DONTWAIT)
+        if data == b"":
+            sys.exit(0)  # tessera stopped
+    except BlockingIOError:
+        data = b""
+    pending += data
+    while len(pending) >= 16:
+        magic, version, flags, reserved = struct.unpack("<4sIII", pending[:16])
+        pending = pending[16:]
+        if magic != b"TSC1" or version != 1:
+            continue
+        if bool(flags & 1) != shared:
+            shared = bool(flags & 1)
+            open(log, "a").write(("on" if shared else "off") + "\n")
+            if shared:
+                start = time.time_ns() // 1_000_000; sent = start; full = 2; on_ns = time.time_ns()
+    try:
+        if not shared:
+            s.sendall(b"TSP1" + struct.pack("<IQQII", 1, busy_ns, kernels, 1 | 4, 0))
+        else:
+            now = time.time_ns(); upto = now // 1_000_000
+            n = min(upto - sent, 16384); first = upto - n
+            kernels += 10; busy_ns = int((now - on_ns) * cov)
+            s.sendall(struct.pack("<4sIQQIIQQQII", b"TSP1", 2, busy_ns, kernels, full, 0,
+                                  now, start, first, n, 0) + cell * n)
+            sent, full = upto, 0
+    except OSError:
+        sys.exit(0)
+    time.sleep(0.2)
+"#;
+    Command::new("python3")
+        .args(["-c", script])
+        .arg(socket)
+        .arg(covered.to_string())
+        .arg(log)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs the stand-in probe")
+}
+
+struct Clients(Vec<Child>);
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn process_value(m: &str, family: &str, pid: u32) -> Option<f64> {
+    m.lines()
+        .find(|l| l.starts_with(&format!("{family}{{")) && l.contains(&format!("pid=\"{pid}\"")))
+        .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
+}
+
+#[test]
+fn a_second_candidate_turns_records_on_and_alone_nothing_is_sent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    let logs = [dir.path().join("a.log"), dir.path().join("b.log")];
+    let clients = Clients(vec![
+        stand_in_probe(&socket, 0.5, &logs[0]),
+        stand_in_probe(&socket, 0.25, &logs[1]),
+    ]);
+    let (a, b) = (clients.0[0].id(), clients.0[1].id());
+    // A alone on GPU 0 for 5 s, then B beside it, time-sliced.
+    let shared_at_ms = 5_000;
+    let yaml = format!(
+        "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: 50 }}\n    processes:\n      - {{ pid: {a}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 50 }}\n  - at_ms: {shared_at_ms}\n    gpus:\n      - {{ gpu: 0, utilization: 75 }}\n    processes:\n      - {{ pid: {a}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 60 }}\n      - {{ pid: {b}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 15 }}\n"
+    );
+    let path = dir.path().join("records.yaml");
+    std::fs::write(&path, yaml).expect("scenario");
+    let started = Instant::now();
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .start();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+
+    // Alone: A's share is NVML's own, and neither probe is told to record.
+    e.wait_until("A's share while alone", |e| {
+        process_value(&e.metrics(), "gpu_process_sm_utilization_ratio", a).is_some()
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        started.elapsed() < Duration::from_millis(shared_at_ms - 500),
+        "the alone phase ended before it was checked"
+    );
+    let m = e.metrics();
+    let alone = process_value(&m, "gpu_process_sm_utilization_ratio", a);
+    assert!(
+        alone.is_some_and(|v| (v - 0.5).abs() < 0.05),
+        "{alone:?}\n{m}"
+    );
+    assert_eq!(read(&logs[0]), "", "a process alone was told to record");
+    assert_eq!(
+        read(&logs[1]),
+        "",
+        "a process not on a GPU was told to record"
+    );
+    assert!(
+        process_value(&m, "gpu_process_busy_ratio", a).is_none(),
+        "{m}"
+    );
+
+    // Shared: both are told, and their timelines split the GPU (0.5 and 0.25 of every
+    // millisecond, scaled to the device's 75 %).
+    e.wait_until("both probes told to record", |_| {
+        read(&logs[0]) == "on\n" && read(&logs[1]) == "on\n"
+    });
+    e.wait_until("both shares from the probes", |e| {
+        let m = e.metrics();
+        process_value(&m, "gpu_process_busy_ratio", a).is_some()
+            && process_value(&m, "gpu_process_busy_ratio", b).is_some()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let m = e.metrics();
+    let share = |pid| process_value(&m, "gpu_process_sm_utilization_ratio", pid).unwrap_or(-1.0);
+    assert!(
+        (share(a) - 0.5).abs() < 0.06 && (share(b) - 0.25).abs() < 0.06,
+        "{} {}\n{m}",
+        share(a),
+        share(b)
+    );
+    // Once on, nothing flaps: still one message each.
+    assert_eq!(read(&logs[0]), "on\n");
+    assert_eq!(read(&logs[1]), "on\n");
+}
