@@ -92,9 +92,10 @@ mod tests {
         let book = ProbeBook::default();
         let feed = start(scenario, &[45061, SAMPLED_PID], book.clone()).unwrap();
         std::thread::sleep(Duration::from_millis(2_300));
+        // A 2 s window: its ratios need reports spanning a second.
         let r = book.readings(
             &[45061, SAMPLED_PID],
-            Duration::from_secs(5),
+            Duration::from_secs(2),
             Instant::now(),
         );
         drop(feed);

@@ -75,7 +75,8 @@ pub const FLAG_ALONE: u32 = 4;
 /// The one message tessera sends a probe, on the connection the probe opened: whether the
 /// probe's device (a GPU or a MIG instance) has another process that may run kernels. Layout,
 /// little-endian: magic `TSC1`, version u32 (1), flags u32, reserved u32 (0). Sent when the
-/// answer changes and once after each connection's first report.
+/// answer changes; a probe starts every connection with records off, so a process alone is
+/// sent nothing.
 pub const CONTROL_MAGIC: [u8; 4] = *b"TSC1";
 pub const CONTROL_VERSION: u32 = 1;
 pub const CONTROL_LEN: usize = 16;

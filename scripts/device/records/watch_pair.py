@@ -24,8 +24,11 @@ try: b_first = float(open(first_file).read())
 except Exception: b_first = None
 seen = next((r["t"] for r in reads if b in r["candidates"]), None)
 both = next((r["t"] for r in reads if r["method"] == "probe" and a in r["share"] and b in r["share"]), None)
+timelines = next((r["t"] for r in reads if r["why"].startswith("CUDA probe timelines")
+                  and a in r["share"] and b in r["share"]), None)
 rel = lambda x: round(x - b_first, 2) if x is not None and b_first else None
 res = {"b_first_kernel": b_first, "b_candidate_after_s": rel(seen), "both_shares_after_s": rel(both),
+       "timelines_after_s": rel(timelines),
        "reads": len(reads)}
 if both is not None:
     r = next(r for r in reads if r["t"] == both); res["first_both"] = r

@@ -344,9 +344,13 @@ fn ratios(
     now: Instant,
 ) -> Option<(f64, Option<f64>)> {
     let dt = last.at.saturating_duration_since(first.at).as_secs_f64();
-    // Two reports at least a second apart, the newest one recent, and no records lost
-    // between them (the spans would miss time: an undercount).
-    if dt < 1.0 || now.saturating_duration_since(last.at) > window || last.lost != first.lost {
+    // Reports that span most of the window (one a second: all but the second or so before
+    // the first), the newest one recent, and no records lost between them (the spans would
+    // miss time: an undercount). A probe whose records just went on has no such span yet:
+    // measured on the H100, its first second or two of records read a busy tenant as low as
+    // 0, while CUPTI's delivery catches up.
+    let min_span = (window.as_secs_f64() - 1.5).max(1.0);
+    if dt < min_span || now.saturating_duration_since(last.at) > window || last.lost != first.lost {
         return None;
     }
     let busy = last.busy_ns.saturating_sub(first.busy_ns) as f64 / 1e9;
@@ -471,14 +475,20 @@ mod tests {
             f.flags = FLAG_DISABLED;
             book.record(3, &f, at(s));
         }
-        // On from 4 s, 500 ms of kernels a second over the traced time.
-        for s in 4..=6u64 {
+        // On from 4 s, 500 ms of kernels a second over the traced time; no ratio until the
+        // reports since then span most of the window.
+        let w = Duration::from_secs(5);
+        for s in 4..=9u64 {
             let mut f = frame(500 * (s - 4), 10 * (s - 4));
             f.traced_ns = Some((s - 4) * 1_000_000_000);
             book.record(3, &f, at(s));
+            let r = book.readings(&[3], w, at(s))[&3];
+            if s < 8 {
+                assert_eq!(r.busy_ratio, None, "{s}: {r:?}");
+            } else {
+                assert!((r.busy_ratio.unwrap() - 0.5).abs() < 1e-9, "{s}: {r:?}");
+            }
         }
-        let r = book.readings(&[3], Duration::from_secs(5), at(6))[&3];
-        assert!((r.busy_ratio.unwrap() - 0.5).abs() < 1e-9, "{r:?}");
     }
 
     #[test]
