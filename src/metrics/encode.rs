@@ -26,6 +26,8 @@ pub struct EncodeOptions {
     pub max_series: usize,
     pub version: &'static str,
     pub revision: &'static str,
+    /// Also encode dcgm-exporter's families (`--metrics.dcgm-compat`).
+    pub dcgm_compat: bool,
 }
 
 impl Default for EncodeOptions {
@@ -35,6 +37,7 @@ impl Default for EncodeOptions {
             max_series: 20_000,
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("TESSERA_REVISION").unwrap_or("unknown"),
+            dcgm_compat: false,
         }
     }
 }
@@ -46,6 +49,8 @@ pub struct Exposition {
     pub series: usize,
     pub truncated_label_values: usize,
     pub dropped_series: usize,
+    /// The dcgm-exporter-compatible families alone (they are in `text` too), with compat on.
+    pub dcgm: Option<super::dcgm::CompatExposition>,
 }
 
 type Value = Arc<str>;
@@ -248,6 +253,8 @@ impl Collector for Families {
     }
 }
 
+const EOF: &str = "# EOF\n";
+
 pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
     let mut out = Families::new(opts.max_label_value_len, opts.max_series);
     // GPU and MIG series first, so a cap on detail series never costs a GPU its figures.
@@ -285,11 +292,20 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
         tracing::error!(error = %e, "encoding metrics failed");
     }
+    let dcgm = opts.dcgm_compat.then(|| super::dcgm::encode(snap, opts));
+    if let Some(d) = &dcgm {
+        // One OpenMetrics document: the compat families go before the single `# EOF`.
+        if text.ends_with(EOF) {
+            text.truncate(text.len() - EOF.len());
+        }
+        text.push_str(&d.text);
+    }
     Exposition {
         text,
         series,
         truncated_label_values,
         dropped_series,
+        dcgm,
     }
 }
 

@@ -94,6 +94,8 @@ pub struct GpuView {
     pub index: u32,
     pub uuid: String,
     pub up: bool,
+    /// Whether GPM answered this sample, and why not (shown on /debug/attribution).
+    pub gpm: Option<super::GpmStatus>,
     pub sharing_mode: SharingMode,
     pub evidence: SharingEvidence,
     pub why: Vec<&'static str>,
@@ -565,6 +567,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             index: gpu.index,
             uuid: gpu.uuid.clone(),
             up: gpu.up,
+            gpm: gpu.gpm_status.clone(),
             sharing_mode: mode,
             evidence: ev,
             why,

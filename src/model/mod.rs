@@ -56,6 +56,41 @@ pub struct GpmActivity {
     pub sm_occupancy: f64,
     pub tensor_activity: f64,
     pub dram_bandwidth: f64,
+    /// Fields read for `--metrics.dcgm-compat`; `None` when the GPU did not answer the metric.
+    pub graphics_activity: Option<f64>,
+    pub fp64_activity: Option<f64>,
+    pub fp32_activity: Option<f64>,
+    pub fp16_activity: Option<f64>,
+    /// Whole GPU only: NVML does not attribute bus traffic to MIG instances.
+    pub pcie_tx_bytes_per_second: Option<f64>,
+    pub pcie_rx_bytes_per_second: Option<f64>,
+    pub nvlink_tx_bytes_per_second: Option<f64>,
+    pub nvlink_rx_bytes_per_second: Option<f64>,
+}
+
+/// Whether GPM answered for a GPU this sample, and if not, why (a profiler such as DCGM or
+/// Nsight Compute holding the counters, an unsupported GPU): never shown as an idle GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpmStatus {
+    pub available: bool,
+    /// Empty when available; else `not_supported` or NVML's error (`in_use`, `no_permission`...).
+    pub reason: String,
+}
+
+impl GpmStatus {
+    pub fn available() -> Self {
+        Self {
+            available: true,
+            reason: String::new(),
+        }
+    }
+
+    pub fn unavailable(reason: String) -> Self {
+        Self {
+            available: false,
+            reason,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -97,6 +132,8 @@ pub struct GpuSample {
     pub utilization: Option<f64>,
     pub memory_utilization: Option<f64>,
     pub gpm: Option<GpmActivity>,
+    /// `None` before GPM's first pair of samples, or when tessera cannot tell.
+    pub gpm_status: Option<GpmStatus>,
     pub power_watts: Option<f64>,
     pub power_limit_watts: Option<f64>,
     pub energy_joules: Option<f64>,

@@ -89,6 +89,19 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
         s.gpm.map(|g| g.tensor_activity),
     );
     opt(&table::GPU_DRAM_BANDWIDTH, s.gpm.map(|g| g.dram_bandwidth));
+    if let Some(st) = &s.gpm_status {
+        out.push_shared(
+            &table::GPU_GPM_AVAILABLE,
+            &l,
+            Some((label::REASON, st.reason.clone())),
+            if st.available { 1.0 } else { 0.0 },
+        );
+    }
+    let mut opt = |f: &Family, v: Option<f64>| {
+        if let Some(v) = v {
+            out.push_shared(f, &l, None, v);
+        }
+    };
     opt(&table::GPU_POWER, s.power_watts);
     opt(&table::GPU_POWER_LIMIT, s.power_limit_watts);
     opt(&table::GPU_ENERGY, s.energy_joules);
