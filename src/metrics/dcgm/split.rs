@@ -29,7 +29,9 @@ pub fn split(device: f64, exclusive: Option<usize>, tenants: &[Option<f64>]) -> 
         })
         .collect();
     let attributed: f64 = out.iter().map(|(_, v)| v).sum();
-    out.push((Owner::Remainder, (device - attributed).max(0.0)));
+    // Rounded to 1e-9: a subtraction's float noise (0.30000000000000004) is not a figure.
+    let remainder = ((device - attributed).max(0.0) * 1e9).round() / 1e9;
+    out.push((Owner::Remainder, remainder));
     out
 }
 
@@ -54,7 +56,7 @@ mod tests {
             vec![
                 (Owner::Holder(0), 0.5),
                 (Owner::Holder(1), 0.25),
-                (Owner::Remainder, 0.9 - 0.75)
+                (Owner::Remainder, 0.15)
             ]
         );
         assert!((sum(&s) - 0.9).abs() < 1e-12);
