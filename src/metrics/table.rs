@@ -141,6 +141,11 @@ families! {
     GPU_CLOCK_EVENT_REASONS = "gpu_clock_event_reasons_active", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON], "1 when the reason is currently holding clocks down (throttling).";
     GPU_ECC_ERRORS = "gpu_ecc_errors", Counter, &[NODE, GPU, UUID, SHARING_MODE, TYPE], "ECC errors since the driver loaded, corrected or uncorrected.";
     GPU_XID_ERRORS = "gpu_xid_errors", Counter, &[NODE, GPU, UUID, SHARING_MODE, XID], "XID errors seen since tessera started, by XID.";
+    GPU_ENCODER_UTILIZATION = "gpu_encoder_utilization_ratio", Gauge, GPU_LABELS, "Fraction of NVML's sample period in which the video encoder was busy.";
+    GPU_DECODER_UTILIZATION = "gpu_decoder_utilization_ratio", Gauge, GPU_LABELS, "Fraction of NVML's sample period in which the video decoders were busy.";
+    GPU_REMAPPED_ROWS = "gpu_remapped_rows", Counter, &[NODE, GPU, UUID, SHARING_MODE, TYPE], "HBM rows remapped to spares (persistent across reboots), for correctable or uncorrectable errors (read on the slow cadence).";
+    GPU_ROW_REMAP_PENDING = "gpu_row_remap_pending", Gauge, GPU_LABELS, "1 when a row remapping waits for the next GPU reset.";
+    GPU_ROW_REMAP_FAILURE = "gpu_row_remap_failure", Gauge, GPU_LABELS, "1 when a row remapping failed: the GPU should be taken out of service.";
     GPU_PCIE_REPLAYS = "gpu_pcie_replays", Counter, GPU_LABELS, "PCIe replays since the driver loaded.";
     GPU_MIG_SLICES_TOTAL = "gpu_mig_slices_total", Gauge, GPU_LABELS, "Compute slices a MIG-enabled GPU offers.";
     GPU_MIG_SLICES_USED = "gpu_mig_slices_used", Gauge, GPU_LABELS, "Compute slices taken by MIG instances; the rest is unpartitioned.";

@@ -93,6 +93,16 @@ impl GpmStatus {
     }
 }
 
+/// HBM rows remapped to spares since manufacture (persistent), and the remapper's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemappedRows {
+    pub correctable: u64,
+    pub uncorrectable: u64,
+    /// A remapping waits for the next GPU reset.
+    pub pending: bool,
+    pub failed: bool,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MemoryBytes {
     pub total: u64,
@@ -145,6 +155,11 @@ pub struct GpuSample {
     pub ecc_corrected: Option<u64>,
     pub ecc_uncorrected: Option<u64>,
     pub pcie_replays: Option<u64>,
+    /// Video engine utilization, 0..=1.
+    pub encoder_utilization: Option<f64>,
+    pub decoder_utilization: Option<f64>,
+    /// NVML's remapped rows (read on the slow cadence).
+    pub remapped_rows: Option<RemappedRows>,
     /// XID errors seen since start, by XID.
     pub xid_counts: BTreeMap<u32, u64>,
     /// Compute slices the GPU offers under MIG (7 on A100/H100).

@@ -46,10 +46,15 @@ fields! {
     PCIE_REPLAY = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "count", PerGpu, "NVML PCIe replay counter, slow cadence (`gpu_pcie_replays_total`)", "Total number of PCIe retries.";
     GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL", "gauge", "%", Additive, "NVML utilization.gpu (`gpu_utilization_ratio` × 100); tenant: `gpu_container_sm_utilization_ratio` × 100; absent on MIG GPUs, as NVML refuses it there", "GPU utilization (in %).";
     MEM_COPY_UTIL = "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "%", Additive, "NVML utilization.memory (`gpu_memory_utilization_ratio` × 100); no per-tenant figure, so on a shared GPU it is all remainder", "Memory utilization (in %).";
+    ENC_UTIL = "DCGM_FI_DEV_ENC_UTIL", "gauge", "%", Additive, "NVML encoder utilization (`gpu_encoder_utilization_ratio` × 100); no per-tenant figure", "Encoder utilization (in %).";
+    DEC_UTIL = "DCGM_FI_DEV_DEC_UTIL", "gauge", "%", Additive, "NVML decoder utilization (`gpu_decoder_utilization_ratio` × 100); no per-tenant figure", "Decoder utilization (in %).";
     XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS", "gauge", "xid", PerGpu, "tessera's XID event watcher (`gpu_xid_errors_total`): 0 while no XID was seen since tessera started, the XID when one kind was seen; absent when several kinds were seen (their order is not kept)", "Value of the last XID error encountered.";
     FB_FREE = "DCGM_FI_DEV_FB_FREE", "gauge", "MiB", PerGpu, "NVML memory info v2: total − used − reserved", "Framebuffer memory free (in MiB).";
     FB_USED = "DCGM_FI_DEV_FB_USED", "gauge", "MiB", Additive, "NVML memory info (`gpu_memory_used_bytes`, per MIG instance on MIG); tenant: `gpu_container_memory_used_bytes`; remainder: driver and contexts outside pods", "Framebuffer memory used (in MiB).";
     FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED", "gauge", "MiB", PerGpu, "NVML memory info v2 (`gpu_memory_reserved_bytes`)", "Framebuffer memory reserved (in MiB).";
+    UNCORRECTABLE_REMAPPED_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "rows", PerGpu, "NVML remapped rows, slow cadence (`gpu_remapped_rows_total{type=\"uncorrectable\"}`)", "Number of remapped rows for uncorrectable errors";
+    CORRECTABLE_REMAPPED_ROWS = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "rows", PerGpu, "NVML remapped rows, slow cadence (`gpu_remapped_rows_total{type=\"correctable\"}`)", "Number of remapped rows for correctable errors";
+    ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "bool", PerGpu, "NVML remapped rows' failure flag (`gpu_row_remap_failure`)", "Whether remapping of rows has failed";
     GR_ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio", Additive, "whole GPU: NVML utilization.gpu (`gpu_utilization_ratio`), the fraction of time a kernel ran, which tessera's per-container shares divide; MIG instance: GPM graphics utilization of the instance; tenant: `gpu_container_sm_utilization_ratio`", "Ratio of time the graphics engine is active.";
     SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE", "gauge", "ratio", Additive, "GPM SM utilization (`gpu_sm_activity_ratio`); no per-tenant figure except on a MIG instance, where it is `gpu_container_sm_utilization_ratio`", "The ratio of cycles an SM has at least 1 warp assigned.";
     SM_OCCUPANCY = "DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "ratio", Additive, "GPM SM occupancy (`gpu_sm_occupancy_ratio`); no per-tenant figure", "The ratio of number of warps resident on an SM.";
@@ -66,13 +71,8 @@ fields! {
 
 /// Fields of dcgm-exporter's default set that tessera does not serve, and why: absent, never 0.
 pub const ABSENT: &[(&str, &str)] = &[
-    ("DCGM_FI_DEV_ENC_UTIL", "tessera does not sample the video encoder"),
-    ("DCGM_FI_DEV_DEC_UTIL", "tessera does not sample the video decoders"),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "a DCGM counter of NVLink bandwidth counters that NVML does not expose as such; `DCGM_FI_PROF_NVLINK_TX_BYTES`/`RX_BYTES` carry the traffic where GPM answers"),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "a DCGM sum of NVLink bandwidth counters that NVML does not expose as one figure; `DCGM_FI_PROF_NVLINK_TX_BYTES`/`RX_BYTES` carry the traffic where GPM answers"),
     ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "vGPU licensing is a host (vGPU manager) matter tessera does not read"),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "tessera does not read NVML's remapped rows yet"),
-    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "tessera does not read NVML's remapped rows yet"),
-    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "tessera does not read NVML's remapped rows yet"),
 ];
 
 #[cfg(test)]

@@ -203,6 +203,8 @@ fn additive(out: &mut Out, d: &Device<'_>, s: Additive) {
         c.sm_utilization.map(|u| u * 100.0)
     });
     d.emit(out, &MEM_COPY_UTIL, s.mem_util.map(|u| u * 100.0), none);
+    d.emit(out, &ENC_UTIL, s.enc_util.map(|u| u * 100.0), none);
+    d.emit(out, &DEC_UTIL, s.dec_util.map(|u| u * 100.0), none);
     d.emit(
         out,
         &FB_USED,
@@ -266,6 +268,8 @@ struct Additive {
     gr_engine: Option<f64>,
     util: Option<f64>,
     mem_util: Option<f64>,
+    enc_util: Option<f64>,
+    dec_util: Option<f64>,
     fb_used_bytes: Option<u64>,
     gpm: Option<crate::model::GpmActivity>,
 }
@@ -302,6 +306,18 @@ fn per_gpu(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
             mem.map(|m| m.total.saturating_sub(m.used).saturating_sub(m.reserved) as f64 / MIB),
         ),
         (&FB_RESERVED, mem.map(|m| m.reserved as f64 / MIB)),
+        (
+            &UNCORRECTABLE_REMAPPED_ROWS,
+            s.remapped_rows.map(|r| r.uncorrectable as f64),
+        ),
+        (
+            &CORRECTABLE_REMAPPED_ROWS,
+            s.remapped_rows.map(|r| r.correctable as f64),
+        ),
+        (
+            &ROW_REMAP_FAILURE,
+            s.remapped_rows.map(|r| if r.failed { 1.0 } else { 0.0 }),
+        ),
     ];
     for (f, v) in values {
         if let Some(v) = v {
@@ -338,6 +354,8 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
             gr_engine: s.utilization,
             util: s.utilization,
             mem_util: s.memory_utilization,
+            enc_util: s.encoder_utilization,
+            dec_util: s.decoder_utilization,
             fb_used_bytes: s.memory.map(|m| m.used),
             gpm: s.gpm,
         },
@@ -370,6 +388,8 @@ fn mig_device(out: &mut Out, node: &str, driver: &str, g: &GpuView, m: &MigView)
             gr_engine: gpm.and_then(|a| a.graphics_activity),
             util: None,
             mem_util: None,
+            enc_util: None,
+            dec_util: None,
             fb_used_bytes: m.sample.memory.map(|m| m.used),
             gpm,
         },

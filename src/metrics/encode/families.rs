@@ -106,6 +106,17 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
     opt(&table::GPU_POWER_LIMIT, s.power_limit_watts);
     opt(&table::GPU_ENERGY, s.energy_joules);
     opt(&table::GPU_PCIE_REPLAYS, s.pcie_replays.map(|v| v as f64));
+    opt(&table::GPU_ENCODER_UTILIZATION, s.encoder_utilization);
+    opt(&table::GPU_DECODER_UTILIZATION, s.decoder_utilization);
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    opt(
+        &table::GPU_ROW_REMAP_PENDING,
+        s.remapped_rows.map(|r| flag(r.pending)),
+    );
+    opt(
+        &table::GPU_ROW_REMAP_FAILURE,
+        s.remapped_rows.map(|r| flag(r.failed)),
+    );
     opt(
         &table::GPU_MIG_SLICES_TOTAL,
         s.mig_slices_total.map(f64::from),
@@ -164,6 +175,18 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
             label::TYPE,
             "uncorrected",
             s.ecc_uncorrected.map(|v| v as f64),
+        ),
+        (
+            &table::GPU_REMAPPED_ROWS,
+            label::TYPE,
+            "correctable",
+            s.remapped_rows.map(|r| r.correctable as f64),
+        ),
+        (
+            &table::GPU_REMAPPED_ROWS,
+            label::TYPE,
+            "uncorrectable",
+            s.remapped_rows.map(|r| r.uncorrectable as f64),
         ),
     ];
     for (f, key, value, v) in labelled {

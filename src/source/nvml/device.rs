@@ -11,7 +11,9 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::ledger::{CallLedger, Outcome};
 use super::GpuState;
-use crate::model::{ComputeMode, GpmActivity, GpmStatus, GpuSample, MemoryBytes};
+use std::os::raw::c_uint;
+
+use crate::model::{ComputeMode, GpmActivity, GpmStatus, GpuSample, MemoryBytes, RemappedRows};
 
 /// NVML's `NVML_GPU_INSTANCE_PROFILE_7_SLICE`: the full-GPU profile tells how many compute
 /// slices the GPU has.
@@ -235,7 +237,17 @@ pub fn sample_gpu(
         {
             gpu.pcie_replays = Some(u64::from(n));
         }
+        if let Outcome::Value(r) = ledger.call(key, "remapped_rows", || remapped_rows(nvml, d)) {
+            gpu.remapped_rows = Some(r);
+        }
+        // HBM temperature moves slowly; it is a field value, not a plain call.
+        if let Outcome::Value(t) = ledger.call(key, "memory_temperature", || memory_temperature(d))
+        {
+            gpu.memory_temperature_celsius = Some(t);
+        }
     }
+    s.remapped_rows = gpu.remapped_rows;
+    s.memory_temperature_celsius = gpu.memory_temperature_celsius;
     s.mig_enabled = gpu.mig_enabled;
     s.energy_joules = gpu.energy_joules;
     if gpu.mig_enabled == Some(true) {
@@ -264,6 +276,14 @@ pub fn sample_gpu(
             s.memory_utilization = Some(ratio(u.memory));
         }
     }
+    s.encoder_utilization = ledger
+        .call(key, "encoder_utilization", || d.encoder_utilization())
+        .ok()
+        .map(|u| ratio(u.utilization));
+    s.decoder_utilization = ledger
+        .call(key, "decoder_utilization", || d.decoder_utilization())
+        .ok()
+        .map(|u| ratio(u.utilization));
     s.power_watts = ledger
         .call(key, "power_usage", || d.power_usage())
         .ok()
@@ -330,3 +350,38 @@ pub fn clock_event_reasons(nvml: &Nvml, d: &Device<'static>) -> Result<u64, Nvml
     nvml_wrapper::error::nvml_try(rc)?;
     Ok(reasons)
 }
+
+/// `nvmlDeviceGetRemappedRows`, which nvml-wrapper 0.13 does not wrap.
+pub fn remapped_rows(nvml: &Nvml, d: &Device<'static>) -> Result<RemappedRows, NvmlError> {
+    let sym = nvml
+        .lib()
+        .nvmlDeviceGetRemappedRows
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let (mut corr, mut unc, mut pending, mut failed): (c_uint, c_uint, c_uint, c_uint) =
+        (0, 0, 0, 0);
+    // SAFETY: the handle is valid for the life of `nvml`; the out-pointers are live locals.
+    let rc = unsafe { sym(d.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
+    nvml_wrapper::error::nvml_try(rc)?;
+    Ok(RemappedRows {
+        correctable: u64::from(corr),
+        uncorrectable: u64::from(unc),
+        pending: pending != 0,
+        failed: failed != 0,
+    })
+}
+
+/// NVML_FI_DEV_MEMORY_TEMP: the HBM's temperature, where the GPU reports one.
+fn memory_temperature(d: &Device<'static>) -> Result<f64, NvmlError> {
+    let field = nvml_wrapper::structs::device::FieldId(MEMORY_TEMP_FIELD);
+    let mut values = d.field_values_for(&[field])?;
+    let sample = values.pop().ok_or(NvmlError::NotSupported)??;
+    match sample.value? {
+        nvml_wrapper::enums::device::SampleValue::U32(v) => Ok(f64::from(v)),
+        nvml_wrapper::enums::device::SampleValue::U64(v) => Ok(v as f64),
+        nvml_wrapper::enums::device::SampleValue::I64(v) => Ok(v as f64),
+        nvml_wrapper::enums::device::SampleValue::F64(v) => Ok(v),
+    }
+}
+
+const MEMORY_TEMP_FIELD: u32 = 82;
