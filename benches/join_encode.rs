@@ -112,6 +112,14 @@ fn gpm(a: f64) -> GpmActivity {
         sm_occupancy: 0.14 * a,
         tensor_activity: 0.5 * a,
         dram_bandwidth: 0.3 * a,
+        graphics_activity: Some(a),
+        fp64_activity: Some(0.0),
+        fp32_activity: Some(0.1 * a),
+        fp16_activity: Some(0.05 * a),
+        pcie_tx_bytes_per_second: Some(2.0e9 * a),
+        pcie_rx_bytes_per_second: Some(1.0e9 * a),
+        nvlink_tx_bytes_per_second: Some(0.0),
+        nvlink_rx_bytes_per_second: Some(0.0),
     }
 }
 
@@ -230,6 +238,7 @@ impl Inputs {
                 utilization: (!shape.mig).then_some(util),
                 memory_utilization: (!shape.mig).then_some(util / 2.0),
                 gpm: Some(gpm(util)),
+                gpm_status: Some(tessera::model::GpmStatus::available()),
                 power_watts: Some(74.0 + 600.0 * util),
                 power_limit_watts: Some(700.0),
                 energy_joules: Some(1.0e6 + g as f64),
@@ -241,6 +250,9 @@ impl Inputs {
                 ecc_corrected: Some(0),
                 ecc_uncorrected: Some(0),
                 pcie_replays: Some(0),
+                encoder_utilization: Some(0.0),
+                decoder_utilization: Some(0.0),
+                remapped_rows: Some(Default::default()),
                 xid_counts: BTreeMap::new(),
                 mig_slices_total: shape.mig.then_some(7),
                 mig_instances,

@@ -87,7 +87,7 @@ enum Pod<'a> {
     Nobody,
     Container(&'a ContainerUse),
     /// One pod holds the device through several containers.
-    PodOnly(&'a ContainerUse),
+    NoContainer(&'a ContainerUse),
 }
 
 /// The labels every series of a device shares, up to (not including) the pod labels.
@@ -130,7 +130,7 @@ fn with_pod(out: &mut Out, base: &[Label], pod: Pod<'_>, mode: SharingMode) -> L
             c.pod.namespace.as_str(),
             c.pod.pod.as_str(),
         ),
-        Pod::PodOnly(c) => ("", c.pod.namespace.as_str(), c.pod.pod.as_str()),
+        Pod::NoContainer(c) => ("", c.pod.namespace.as_str(), c.pod.pod.as_str()),
     };
     let mut l = base.to_vec();
     l.push((label::CONTAINER.into(), out.value(container)));
@@ -156,7 +156,7 @@ fn sole_pod(containers: &[ContainerUse]) -> Pod<'_> {
         .collect();
     match (pods.len(), containers) {
         (1, [only]) => Pod::Container(only),
-        (1, [first, ..]) => Pod::PodOnly(first),
+        (1, [first, ..]) => Pod::NoContainer(first),
         _ => Pod::Nobody,
     }
 }
