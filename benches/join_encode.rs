@@ -254,6 +254,8 @@ impl Inputs {
                 decoder_utilization: Some(0.0),
                 remapped_rows: Some(Default::default()),
                 xid_counts: BTreeMap::new(),
+                last_xid: None,
+                xid_watched: true,
                 mig_slices_total: shape.mig.then_some(7),
                 mig_instances,
                 processes,

@@ -200,3 +200,24 @@ fn gpm_that_fails_is_shown_unavailable_and_its_figures_are_absent() {
         "{debug}"
     );
 }
+
+#[test]
+fn a_lost_gpu_shows_its_last_xid_and_the_other_gpu_none() {
+    let e = Exporter::builder(scenario("gpu-lost.yaml"))
+        .arg("--metrics.dcgm-compat")
+        .start();
+    let m = e.wait_for_series(r#"gpu_xid_errors_total{node="test-node",gpu="1""#);
+    let xid = |gpu: &str| {
+        m.lines()
+            .find(|l| {
+                l.starts_with("DCGM_FI_DEV_XID_ERRORS{") && l.contains(&format!("gpu=\"{gpu}\""))
+            })
+            .and_then(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+    };
+    assert_eq!(xid("1"), Some(79.0), "{m}");
+    assert_eq!(xid("0"), Some(0.0), "watched, nothing seen");
+    // Nothing else of the lost GPU survives in the compat families.
+    assert!(!m
+        .lines()
+        .any(|l| l.starts_with("DCGM_FI_DEV_GPU_TEMP{") && l.contains(r#"gpu="1""#)));
+}

@@ -162,6 +162,10 @@ pub struct GpuSample {
     pub remapped_rows: Option<RemappedRows>,
     /// XID errors seen since start, by XID.
     pub xid_counts: BTreeMap<u32, u64>,
+    /// The most recent XID since start.
+    pub last_xid: Option<u32>,
+    /// Whether XID events are watched on this GPU (else no XID could have been seen).
+    pub xid_watched: bool,
     /// Compute slices the GPU offers under MIG (7 on A100/H100).
     pub mig_slices_total: Option<u32>,
     pub mig_instances: Vec<MigSample>,

@@ -279,11 +279,12 @@ fn per_gpu(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
     let s = &g.sample;
     let base = device_labels(out, node, driver, g, None);
     let labels = with_pod(out, &base, sole_pod(&g.containers), g.sharing_mode);
-    // The last XID stays visible on a lost GPU: XID 79 is how it got lost.
-    let last_xid = match s.xid_counts.len() {
-        0 => Some(0.0),
-        1 => s.xid_counts.keys().next().map(|x| f64::from(*x)),
-        _ => None,
+    // The last XID stays visible on a lost GPU: XID 79 is how it got lost. 0 (dcgm-exporter's
+    // "none") only while the events are watched; unwatched, nothing could have been seen.
+    let last_xid = match (s.last_xid, s.xid_watched) {
+        (Some(x), _) => Some(f64::from(x)),
+        (None, true) => Some(0.0),
+        (None, false) => None,
     };
     if let Some(x) = last_xid {
         out.push(&XID_ERRORS, &labels, x);

@@ -52,6 +52,7 @@ fn gpu(util: f64, used_mib: u64) -> GpuSample {
             ..Default::default()
         }),
         temperature_celsius: Some(60.0),
+        xid_watched: true,
         sm_clock_hertz: Some(1_980e6),
         energy_joules: Some(12.5),
         ..Default::default()
@@ -359,7 +360,10 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
 fn a_lost_gpu_keeps_its_last_xid_and_nothing_else() {
     let mut sample = gpu(0.5, 10);
     sample.up = false;
+    sample.xid_counts.insert(13, 2);
     sample.xid_counts.insert(79, 1);
+    sample.last_xid = Some(79);
+    sample.xid_watched = true;
     let t = compat(&with(SharingMode::Exclusive, vec![], sample));
     let names: Vec<&str> = t
         .lines()
@@ -371,10 +375,12 @@ fn a_lost_gpu_keeps_its_last_xid_and_nothing_else() {
 }
 
 #[test]
-fn several_kinds_of_xid_leave_the_last_one_absent() {
+fn no_xid_is_0_only_where_xids_are_watched() {
     let mut sample = gpu(0.5, 10);
-    sample.xid_counts.insert(13, 2);
-    sample.xid_counts.insert(31, 1);
+    sample.xid_watched = true;
+    let t = compat(&with(SharingMode::Exclusive, vec![], sample.clone()));
+    assert_eq!(series(&t, "DCGM_FI_DEV_XID_ERRORS")[0].1, 0.0);
+    sample.xid_watched = false;
     let t = compat(&with(SharingMode::Exclusive, vec![], sample));
     assert!(!t.contains("DCGM_FI_DEV_XID_ERRORS"));
 }

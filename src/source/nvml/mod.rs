@@ -11,9 +11,8 @@ mod mig;
 mod process;
 mod worker;
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use worker::GpuWorker;
@@ -126,7 +125,7 @@ pub struct NvmlSource {
     gpus: Vec<GpuWorker>,
     last_slow: Option<Instant>,
     timeouts: u64,
-    xids: Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>>,
+    xids: events::Counters,
 }
 
 impl NvmlSource {
@@ -145,7 +144,7 @@ impl NvmlSource {
     }
 
     /// Counters the XID watcher thread increments, keyed by GPU UUID.
-    pub fn xid_counters(&self) -> Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>> {
+    pub fn xid_counters(&self) -> events::Counters {
         self.xids.clone()
     }
 
@@ -231,7 +230,11 @@ impl NvmlSource {
                     device::down(&w.identity)
                 }
             };
-            s.xid_counts = xids.get(&w.identity.uuid).cloned().unwrap_or_default();
+            if let Some(log) = xids.get(&w.identity.uuid) {
+                s.xid_counts = log.counts.clone();
+                s.last_xid = log.last;
+                s.xid_watched = true;
+            }
             gpus.push(s);
         }
         let mut errors = self.ledger.errors().clone();
