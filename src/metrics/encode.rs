@@ -273,6 +273,12 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
         }
     }
     self_families(&mut out, snap, opts);
+    // Before the drop and truncation counts, so they count the compat families' too.
+    let dcgm = opts.dcgm_compat.then(|| super::dcgm::encode(snap, opts));
+    if let Some(d) = &dcgm {
+        out.dropped += d.dropped_series;
+        out.truncated += d.truncated_label_values;
+    }
     let node = || (Cow::Borrowed(label::NODE), Value::from(snap.node.as_str()));
     let (dropped, truncated) = (out.dropped as f64, out.truncated as f64);
     out.push(&table::TESSERA_SERIES_DROPPED, vec![node()], dropped);
@@ -292,7 +298,6 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
         tracing::error!(error = %e, "encoding metrics failed");
     }
-    let dcgm = opts.dcgm_compat.then(|| super::dcgm::encode(snap, opts));
     if let Some(d) = &dcgm {
         // One OpenMetrics document: the compat families go before the single `# EOF`.
         if text.ends_with(EOF) {

@@ -49,6 +49,8 @@ pub struct CompatExposition {
     pub text: String,
     pub series: usize,
     pub truncated_label_values: usize,
+    /// Tenant series folded into the remainder by --metrics.max-series.
+    pub dropped_series: usize,
 }
 
 #[derive(Debug)]
@@ -56,6 +58,12 @@ struct Out {
     series: Vec<Vec<(LabelSet, f64)>>,
     max_len: usize,
     truncated: usize,
+    /// Per-tenant series on shared devices, the ones that grow with workloads, are capped by
+    /// --metrics.max-series; a tenant past the cap is folded into the remainder, so the sum
+    /// by GPU stays the device's value.
+    max_tenant_series: usize,
+    tenant_series: usize,
+    dropped: usize,
 }
 
 impl Out {
@@ -161,15 +169,37 @@ fn sole_pod(containers: &[ContainerUse]) -> Pod<'_> {
     }
 }
 
-/// One device (a whole GPU or a MIG instance) and its holders, for the additive fields.
+/// One device (a whole GPU or a MIG instance) and its holders, for the additive fields; the
+/// label sets are built once per device and shared by every field's series.
 struct Device<'a> {
-    base: Vec<Label>,
-    mode: SharingMode,
     holders: Vec<&'a ContainerUse>,
+    holder_labels: Vec<LabelSet>,
+    remainder: LabelSet,
+    exclusive: Option<usize>,
     mig: bool,
 }
 
-impl Device<'_> {
+impl<'a> Device<'a> {
+    fn new(
+        out: &mut Out,
+        base: &[Label],
+        mode: SharingMode,
+        holders: Vec<&'a ContainerUse>,
+        mig: bool,
+    ) -> Self {
+        let holder_labels = holders
+            .iter()
+            .map(|c| with_pod(out, base, Pod::Container(c), mode))
+            .collect();
+        Device {
+            exclusive: (is_exclusive(mode) && holders.len() == 1).then_some(0),
+            remainder: with_pod(out, base, Pod::Nobody, mode),
+            holders,
+            holder_labels,
+            mig,
+        }
+    }
+
     fn emit(
         &self,
         out: &mut Out,
@@ -178,18 +208,30 @@ impl Device<'_> {
         tenant: impl Fn(&ContainerUse) -> Option<f64>,
     ) {
         let Some(device) = device else { return };
-        let exclusive = (is_exclusive(self.mode) && self.holders.len() == 1).then_some(0);
-        let figures: Vec<Option<f64>> = self.holders.iter().map(|c| tenant(c)).collect();
-        for (owner, v) in split(device, exclusive, &figures) {
-            let pod = match owner {
-                Owner::Holder(i) => match self.holders.get(i) {
-                    Some(c) => Pod::Container(c),
+        let figures: Vec<Option<f64>> = self
+            .holders
+            .iter()
+            .map(|c| {
+                let v = tenant(c)?;
+                if self.exclusive.is_none() {
+                    if out.tenant_series >= out.max_tenant_series {
+                        out.dropped += 1;
+                        return None;
+                    }
+                    out.tenant_series += 1;
+                }
+                Some(v)
+            })
+            .collect();
+        for (owner, v) in split(device, self.exclusive, &figures) {
+            let labels = match owner {
+                Owner::Holder(i) => match self.holder_labels.get(i) {
+                    Some(l) => l,
                     None => continue,
                 },
-                Owner::Remainder => Pod::Nobody,
+                Owner::Remainder => &self.remainder,
             };
-            let labels = with_pod(out, &self.base, pod, self.mode);
-            out.push(f, &labels, v);
+            out.push(f, &labels.clone(), v);
         }
     }
 }
@@ -338,16 +380,13 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
         }
         return;
     }
-    let d = Device {
-        base: device_labels(out, node, driver, g, None),
-        mode: g.sharing_mode,
-        holders: g
-            .containers
-            .iter()
-            .filter(|c| c.mig_uuid.is_none())
-            .collect(),
-        mig: false,
-    };
+    let base = device_labels(out, node, driver, g, None);
+    let holders = g
+        .containers
+        .iter()
+        .filter(|c| c.mig_uuid.is_none())
+        .collect();
+    let d = Device::new(out, &base, g.sharing_mode, holders, false);
     additive(
         out,
         &d,
@@ -364,16 +403,13 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
 }
 
 fn mig_device(out: &mut Out, node: &str, driver: &str, g: &GpuView, m: &MigView) {
-    let d = Device {
-        base: device_labels(out, node, driver, g, Some(m)),
-        mode: m.sharing_mode,
-        holders: g
-            .containers
-            .iter()
-            .filter(|c| c.mig_uuid.as_deref() == Some(m.uuid.as_str()))
-            .collect(),
-        mig: true,
-    };
+    let base = device_labels(out, node, driver, g, Some(m));
+    let holders = g
+        .containers
+        .iter()
+        .filter(|c| c.mig_uuid.as_deref() == Some(m.uuid.as_str()))
+        .collect();
+    let d = Device::new(out, &base, m.sharing_mode, holders, true);
     let gpm = m.sample.gpm.map(|a| crate::model::GpmActivity {
         // Bus traffic is the GPU's, not the instance's.
         pcie_tx_bytes_per_second: None,
@@ -423,6 +459,9 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> CompatExposition {
             .collect(),
         max_len: opts.max_label_value_len,
         truncated: 0,
+        max_tenant_series: opts.max_series,
+        tenant_series: 0,
+        dropped: 0,
     };
     for g in &snap.gpus {
         per_gpu(&mut out, &snap.node, &snap.driver_version, g);
@@ -430,6 +469,7 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> CompatExposition {
     }
     let series = out.series.iter().map(Vec::len).sum();
     let truncated_label_values = out.truncated;
+    let dropped_series = out.dropped;
     let mut registry = Registry::default();
     registry.register_collector(Box::new(out));
     let mut text = String::with_capacity(series * 360);
@@ -440,6 +480,7 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> CompatExposition {
         text,
         series,
         truncated_label_values,
+        dropped_series,
     }
 }
 
@@ -463,7 +504,9 @@ pub fn markdown_reference() -> String {
          among the instance's holders by the same rule. Per-GPU fields carry `container` only when \
          one container holds the GPU; one pod with several containers gets `namespace`/`pod` alone. \
          If the tenants' figures add up to more than the device's (they are sampled apart), the \
-         remainder is 0 and nothing is scaled.\n\n\
+         remainder is 0 and nothing is scaled. Per-tenant series count against \
+         `--metrics.max-series`; a tenant past it is folded into the remainder (and counted in \
+         `tessera_series_dropped`), so the sum by GPU holds.\n\n\
          | field | dcgm type | unit | rule | tessera's source |\n|---|---|---|---|---|\n",
     );
     for f in fields::ALL {

@@ -426,3 +426,32 @@ fn the_main_exposition_carries_the_compat_families_before_one_eof() {
     let off = crate::metrics::encode(&s, &EncodeOptions::default());
     assert!(off.dcgm.is_none() && !off.text.contains("DCGM_"));
 }
+
+#[test]
+fn tenants_past_the_series_cap_are_folded_into_the_remainder() {
+    let s = with(
+        SharingMode::Mps,
+        vec![
+            holder("a", "p1", "c", None, Some(0.2), 100),
+            holder("a", "p2", "c", None, Some(0.3), 200),
+        ],
+        gpu(0.6, 312),
+    );
+    let opts = EncodeOptions {
+        max_series: 1,
+        dcgm_compat: true,
+        ..Default::default()
+    };
+    let e = encode(&s, &opts);
+    // The first tenant figure met takes the one slot; every later one is folded.
+    let gr = series(&e.text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE");
+    assert_eq!(gr, vec![("p1".into(), 0.2), ("".into(), 0.4)]);
+    let fb = series(&e.text, "DCGM_FI_DEV_FB_USED");
+    assert_eq!(fb, vec![("".into(), 312.0)], "sum by GPU is still the device's");
+    assert!(e.dropped_series >= 3, "{}", e.dropped_series);
+    let main = crate::metrics::encode(&s, &opts);
+    assert!(main
+        .text
+        .lines()
+        .any(|l| l.starts_with("tessera_series_dropped{") && !l.ends_with(" 0.0")));
+}
