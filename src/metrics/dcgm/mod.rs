@@ -501,7 +501,8 @@ pub fn markdown_reference() -> String {
          | additive | one series with the holder's `container`/`namespace`/`pod` (as dcgm-exporter) | one series per tenant whose figure tessera knows, plus one remainder series with empty pod labels = device − attributed (never below 0); `sum by (UUID)` = device value; a tenant whose figure is withheld gets no series and its part stays in the remainder | one series with empty pod labels |\n\
          | per GPU | once per GPU, with the holder's pod labels | once per GPU, empty pod labels (several pods hold it) | once per GPU, empty pod labels |\n\n\
          On a MIG GPU the additive fields are per MIG instance (`GPU_I_ID`, `GPU_I_PROFILE`), split \
-         among the instance's holders by the same rule. Per-GPU fields carry `container` only when \
+         among the instance's holders by the same rule: there `sum by (UUID, GPU_I_ID)` is the \
+         instance's value (ratios of different instances do not add up to the GPU's). Per-GPU fields carry `container` only when \
          one container holds the GPU; one pod with several containers gets `namespace`/`pod` alone. \
          If the tenants' figures add up to more than the device's (they are sampled apart), the \
          remainder is 0 and nothing is scaled. Per-tenant series count against \
