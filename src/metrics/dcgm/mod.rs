@@ -502,7 +502,8 @@ pub fn markdown_reference() -> String {
          | per GPU | once per GPU, with the holder's pod labels | once per GPU, empty pod labels (several pods hold it) | once per GPU, empty pod labels |\n\n\
          On a MIG GPU the additive fields are per MIG instance (`GPU_I_ID`, `GPU_I_PROFILE`), split \
          among the instance's holders by the same rule: there `sum by (UUID, GPU_I_ID)` is the \
-         instance's value (ratios of different instances do not add up to the GPU's). Per-GPU fields carry `container` only when \
+         instance's value (ratios of different instances do not add up to the GPU's); with `--collect.mig=false` a \
+         MIG GPU has its per-GPU fields only. Per-GPU fields carry `container` only when \
          one container holds the GPU; one pod with several containers gets `namespace`/`pod` alone. \
          If the tenants' figures add up to more than the device's (they are sampled apart), the \
          remainder is 0 and nothing is scaled. Per-tenant series count against \
