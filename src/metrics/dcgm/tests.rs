@@ -447,7 +447,11 @@ fn tenants_past_the_series_cap_are_folded_into_the_remainder() {
     let gr = series(&e.text, "DCGM_FI_PROF_GR_ENGINE_ACTIVE");
     assert_eq!(gr, vec![("p1".into(), 0.2), ("".into(), 0.4)]);
     let fb = series(&e.text, "DCGM_FI_DEV_FB_USED");
-    assert_eq!(fb, vec![("".into(), 312.0)], "sum by GPU is still the device's");
+    assert_eq!(
+        fb,
+        vec![("".into(), 312.0)],
+        "sum by GPU is still the device's"
+    );
     assert!(e.dropped_series >= 3, "{}", e.dropped_series);
     let main = crate::metrics::encode(&s, &opts);
     assert!(main
