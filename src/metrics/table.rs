@@ -132,7 +132,7 @@ families! {
     GPU_SM_OCCUPANCY = "gpu_sm_occupancy_ratio", Gauge, GPU_LABELS, "GPM: resident warps over the theoretical maximum, averaged over SMs.";
     GPU_TENSOR_ACTIVITY = "gpu_tensor_activity_ratio", Gauge, GPU_LABELS, "GPM: fraction of time tensor cores were busy.";
     GPU_DRAM_BANDWIDTH = "gpu_dram_bandwidth_utilization_ratio", Gauge, GPU_LABELS, "GPM: fraction of peak DRAM bandwidth used.";
-    GPU_GPM_AVAILABLE = "gpu_gpm_available", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON], "1 when GPM (the source of the SM, tensor and DRAM activity families) answered this sample; 0 with the reason when it did not: not_supported (before Hopper, or a vGPU), or NVML's error (e.g. in_use, no_permission) when a profiler such as DCGM or Nsight Compute holds the counters. The GPM families are then absent, never 0.";
+    GPU_GPM_AVAILABLE = "gpu_gpm_available", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON], "1 when GPM (the source of the SM, tensor and DRAM activity families) answered this sample; 0 with the reason when it did not: not_supported (before Hopper, or a vGPU), or the NVML error of the sample or metric call (e.g. in_use, no_permission). The GPM families are then absent, never 0. (Nsight Compute profiling did not make GPM fail on an H100: docs/validation.md.)";
     GPU_POWER = "gpu_power_watts", Gauge, GPU_LABELS, "Power draw.";
     GPU_POWER_LIMIT = "gpu_power_limit_watts", Gauge, GPU_LABELS, "Enforced power limit.";
     GPU_ENERGY = "gpu_energy_joules", Counter, GPU_LABELS, "Energy consumed since the driver loaded (read on the slow cadence).";

@@ -68,8 +68,8 @@ pub struct GpmActivity {
     pub nvlink_rx_bytes_per_second: Option<f64>,
 }
 
-/// Whether GPM answered for a GPU this sample, and if not, why (a profiler such as DCGM or
-/// Nsight Compute holding the counters, an unsupported GPU): never shown as an idle GPU.
+/// Whether GPM answered for a GPU this sample, and if not, why (an unsupported GPU, a failing
+/// call, a metric NVML refuses): never shown as an idle GPU.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpmStatus {
     pub available: bool,

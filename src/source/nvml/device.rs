@@ -101,8 +101,7 @@ fn ratio_from_percent(percent: f64) -> f64 {
 pub enum GpmError {
     /// Taking the sample or computing the metrics failed.
     Call(NvmlError),
-    /// The call succeeded but NVML refused the core metrics (a profiler holding the counters
-    /// answers this way); the reason is the first metric's error.
+    /// The call succeeded but NVML refused a core metric; the reason is that metric's error.
     Metric(NvmlError),
 }
 
@@ -175,9 +174,9 @@ pub fn gpm_between(
     }))
 }
 
-/// Samples GPM through `take`, recording why it gave nothing: a profiler (DCGM, Nsight) holding
-/// the counters must show as "GPM unavailable", never as an idle GPU. An unsupported answer is
-/// not learned for good here, since a profiler's hold ends.
+/// Samples GPM through `take`, recording why it gave nothing: GPM that cannot answer must show
+/// as "GPM unavailable", never as an idle GPU. An unsupported answer is not learned for good
+/// here, since whatever held the counters may let go.
 pub fn gpm_sampled(
     ledger: &mut CallLedger,
     key: &str,
