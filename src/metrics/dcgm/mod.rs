@@ -496,10 +496,10 @@ pub fn markdown_reference() -> String {
          Every family is exposed as a gauge so it keeps dcgm-exporter's exact name (an \
          OpenMetrics counter must end in `_total`); `rate()` works on it as before.\n\n\
          ### The tenant rule\n\n\
-         | field kind | exclusive GPU or MIG instance, one holder | shared device (time-slicing, MPS, fractional, several holders) | no holder |\n\
+         | field kind | exclusive GPU (or vGPU) or MIG instance, one holder | shared device (time-slicing, MPS, fractional, several holders) | no holder |\n\
          |---|---|---|---|\n\
          | additive | one series with the holder's `container`/`namespace`/`pod` (as dcgm-exporter) | one series per tenant whose figure tessera knows, plus one remainder series with empty pod labels = device − attributed (never below 0); `sum by (UUID)` = device value; a tenant whose figure is withheld gets no series and its part stays in the remainder | one series with empty pod labels |\n\
-         | per GPU | once per GPU, with the holder's pod labels | once per GPU, empty pod labels (several pods hold it) | once per GPU, empty pod labels |\n\n\
+         | per GPU | once per GPU, with the holder's pod labels | once per GPU: the pod labels of the one pod holding it, if only one does now, else empty | once per GPU, empty pod labels |\n\n\
          On a MIG GPU the additive fields are per MIG instance (`GPU_I_ID`, `GPU_I_PROFILE`), split \
          among the instance's holders by the same rule: there `sum by (UUID, GPU_I_ID)` is the \
          instance's value (ratios of different instances do not add up to the GPU's); with `--collect.mig=false` a \
