@@ -3,10 +3,12 @@
 
 pub mod allocations;
 pub mod attribution;
+pub mod billing;
 pub mod cluster;
 pub mod compute;
 pub mod device_id;
 pub mod dra;
+pub mod evidence;
 mod dra_parse;
 pub mod fractional;
 pub mod identity;
