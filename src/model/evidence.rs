@@ -41,6 +41,16 @@ pub const NVML_BOOKED: f64 = 0.05;
 pub const CLAIM_NEEDS_CPU: f64 = 0.20;
 /// Probes on one node read one clock; two that differ by more than this are not both right.
 pub const CLOCK_TOLERANCE_SECONDS: f64 = 0.25;
+/// Claims adding up to less than this share of the device's busy time are not an honest
+/// shortfall. Honest claims fall short of NVML's figure too: time-slicing spends time switching
+/// contexts, and NVML over-reads microsecond kernels (2.7x on the H100, docs/validation.md),
+/// which is why a probe tracing in duty cycles is not summed at all.
+pub const UNDER_CLAIMED_SHARE: f64 = 0.5;
+/// In milliseconds only one probe covered, its kernels ran this much slower than their solo
+/// durations explain: someone the probes do not show held the GPU's time slices.
+pub const STRETCH_TOLERANCE: f64 = 0.35;
+/// Stretch is judged only over at least this many milliseconds' worth of lone coverage.
+const MIN_ALONE_MS: f64 = 50.0;
 /// Fewer traced milliseconds than this in a timeline, and its solo parts say too little.
 const MIN_TRACED_MS: usize = 50;
 
@@ -62,6 +72,9 @@ pub enum DisputeReason {
     ProbeSilent,
     /// Probes disagree about the shared clock, so their timelines cannot be set side by side.
     Clock,
+    /// Kernels covering a millisecond alone ran far slower than their solo durations: a
+    /// co-tenant ran in it without claiming it.
+    StretchedAlone,
 }
 
 impl DisputeReason {
@@ -74,6 +87,7 @@ impl DisputeReason {
             DisputeReason::ClaimsNothing => "claims-nothing",
             DisputeReason::ProbeSilent => "probe-silent",
             DisputeReason::Clock => "clock",
+            DisputeReason::StretchedAlone => "stretched-alone",
         }
     }
 }
@@ -372,10 +386,29 @@ fn check_claims(
             out.push(DisputeReason::ClaimWithoutCpu);
         }
     }
+    if sums && !d.mps && split.from_timelines && stretched_alone(&split.candidates, d) {
+        out.push(DisputeReason::StretchedAlone);
+    }
+    // Without timelines, time-sliced spans absorb whatever a silent co-tenant ran: a candidate
+    // claiming nothing beside one claiming something cannot be told from one hiding kernels.
+    // (Under MPS kernels run side by side and a hider barely stretches the others' spans.)
+    let timeless = sums && !d.mps && !d.mig_instance && !split.from_timelines;
+    if timeless
+        && claims.iter().any(|(_, c)| *c < IDLE_SHARE)
+        && claims.iter().any(|(_, c)| *c >= IDLE_SHARE)
+    {
+        out.push(DisputeReason::ClaimsNothing);
+    }
+    let duty_cycled = readings
+        .iter()
+        .any(|r| r.traced_share.is_some_and(|t| t < 0.98));
     if sums && !d.mig_instance {
         if let Some(device) = split.device_activity {
             let given: f64 = claims.iter().map(|(_, c)| c).sum();
-            if device - given > CLAIM_TOLERANCE {
+            if !duty_cycled
+                && device - given > CLAIM_TOLERANCE
+                && given < device * UNDER_CLAIMED_SHARE
+            {
                 out.push(DisputeReason::UnderClaimed);
             }
             // Spans overlap under MPS, and under time-slicing without timelines they include
@@ -391,6 +424,35 @@ fn check_claims(
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// Whether, in the milliseconds every candidate traced and exactly one covered, that one's
+/// kernels ran much longer than their solo durations: under time-slicing only another
+/// context's slices stretch a kernel, and no candidate claimed those milliseconds.
+fn stretched_alone(candidates: &[u32], d: &DeviceCompute<'_>) -> bool {
+    let Some(lines) = candidates
+        .iter()
+        .map(|pid| d.activity.probe_timelines.get(pid))
+        .collect::<Option<Vec<&ProbeTimeline>>>()
+    else {
+        return false;
+    };
+    let len = lines.iter().map(|l| l.covered.len()).min().unwrap_or(0);
+    let (mut covered, mut solo) = (0.0, 0.0);
+    for k in 0..len {
+        let ok = lines
+            .iter()
+            .all(|l| l.traced.get(k) == Some(&true) && l.solo.len() > k);
+        if !ok {
+            continue;
+        }
+        let mut by = lines.iter().filter(|l| l.covered[k] > 0.0);
+        if let (Some(one), None) = (by.next(), by.next()) {
+            covered += one.covered[k];
+            solo += one.solo[k].min(one.covered[k]).max(0.0);
+        }
+    }
+    covered >= MIN_ALONE_MS && (covered - solo) / covered > STRETCH_TOLERANCE
 }
 
 /// Withholds every candidate's share: nobody is charged on claims that evidence contradicts.
