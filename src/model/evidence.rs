@@ -269,9 +269,11 @@ fn by_difference(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMa
     if probed.is_empty() || !unprobed.iter().all(same) || probed.iter().any(same) {
         return;
     }
-    let silent = probed
-        .iter()
-        .any(|pid| probe.get(pid).is_some_and(|r| r.silent || r.busy_ratio.is_none()));
+    let silent = probed.iter().any(|pid| {
+        probe
+            .get(pid)
+            .is_some_and(|r| r.silent || r.busy_ratio.is_none())
+    });
     if silent {
         dispute(split, vec![DisputeReason::ProbeSilent]);
         return;

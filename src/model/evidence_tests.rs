@@ -190,7 +190,11 @@ fn nvml_booking_a_process_that_claims_nothing_disputes_the_probe_split() {
         .probe(2, reading(0.8))
         .run();
     assert_eq!(s.method, SplitMethod::Disputed);
-    assert!(s.disputed.contains(&DisputeReason::NvmlBooked), "{:?}", s.disputed);
+    assert!(
+        s.disputed.contains(&DisputeReason::NvmlBooked),
+        "{:?}",
+        s.disputed
+    );
     assert_eq!(s.share_of(2).share, None, "the co-tenant is not charged");
 }
 
@@ -215,7 +219,11 @@ fn an_over_claiming_lone_probe_and_a_claim_without_cpu_are_disputed() {
     case.act.probe_timelines = HashMap::from([(1, full), (2, none)]);
     let s = case.run();
     assert_eq!(s.method, SplitMethod::Disputed);
-    assert!(s.disputed.contains(&DisputeReason::OverClaimed), "{:?}", s.disputed);
+    assert!(
+        s.disputed.contains(&DisputeReason::OverClaimed),
+        "{:?}",
+        s.disputed
+    );
 
     let mut case = Case::new(0.6)
         .with(1, None, pod("a", "p", "c"))

@@ -9,12 +9,12 @@ use serde::Serialize;
 use super::allocations::Allocations;
 pub use super::attribution::PodRef;
 use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Target};
+use super::billing::{self, DeviceAccount, PodUse};
 use super::cluster::{ClusterView, SharingStrategy};
 use super::compute::{
     self, Activity, ActivityInputs, DeviceCompute, DeviceSplit, ProcessShare, SplitMethod,
 };
 use super::device_id::ResourceMatcher;
-use super::billing::{self, DeviceAccount, PodUse};
 use super::evidence;
 use super::identity::CgroupIdentity;
 use super::limits::{self, Limits};

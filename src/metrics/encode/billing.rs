@@ -55,7 +55,12 @@ pub(super) fn billing_families(out: &mut Families, node: &str, g: &GpuView) {
             out.push_shared(&table::GPU_POD_ATTRIBUTED, &l, own, *v);
         }
         if p.share.is_none() || p.unattributed_seconds > 0.0 {
-            out.push_shared(&table::GPU_POD_UNATTRIBUTED, &l, None, p.unattributed_seconds);
+            out.push_shared(
+                &table::GPU_POD_UNATTRIBUTED,
+                &l,
+                None,
+                p.unattributed_seconds,
+            );
         }
     }
 }
