@@ -386,11 +386,17 @@ mod tests {
     #[test]
     fn the_table_says_how_much_of_a_workloads_gpu_time_a_bill_could_attribute() {
         let (mut a, m) = sample();
-        assert!(!table(&a, &m).contains("Billed"), "nothing busy, no bill line");
+        assert!(
+            !table(&a, &m).contains("Billed"),
+            "nothing busy, no bill line"
+        );
         a[0].profile.billed_gpus = 0.3;
         a[0].profile.accountable_gpus = 0.4;
         let t = table(&a, &m);
-        assert!(t.contains("Billed: 0.30 GPUs (75 % of its GPU time attributable)"), "{t}");
+        assert!(
+            t.contains("Billed: 0.30 GPUs (75 % of its GPU time attributable)"),
+            "{t}"
+        );
         assert!(json(&a, &m).contains("accountable_gpus"));
     }
 
