@@ -18,7 +18,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::path::Path::new(dir);
     let plan = PodPlan {
         owner: Some(("Deployment".into(), "two-proc".into())),
-        ..PodPlan::single("ml", "two-proc-0", "nvidia.com/gpu", std::slice::from_ref(uuid), &[])
+        ..PodPlan::single(
+            "ml",
+            "two-proc-0",
+            "nvidia.com/gpu",
+            std::slice::from_ref(uuid),
+            &[],
+        )
     };
     let socket = dir.join("kubelet.sock");
     let plans = [plan];
