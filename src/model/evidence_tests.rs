@@ -328,3 +328,25 @@ fn a_lying_probe_in_a_container_alone_on_its_device_harms_only_itself() {
     assert_eq!(s.wide.unwrap().share, 0.8);
     assert!(!s.disputed.is_empty());
 }
+
+#[test]
+fn a_mig_instance_run_by_one_containers_processes_is_that_containers() {
+    let c = pod("ml", "p", "c");
+    let case = Case::new(0.4)
+        .with(1, None, c.clone())
+        .with(2, None, c.clone());
+    let refs: Vec<&ProcessSample> = case.procs.iter().collect();
+    let d = DeviceCompute {
+        processes: &refs,
+        device_activity: Some(0.4),
+        mps: false,
+        mig_instance: true,
+        activity: &case.act,
+    };
+    let mut s = split(&d);
+    assert_eq!(s.method, SplitMethod::Withheld);
+    let owners: HashMap<u32, &PodRef> = case.owners.iter().map(|(p, o)| (*p, o)).collect();
+    review(&mut s, &d, &owners);
+    assert_eq!(s.method, SplitMethod::SoleActiveContainer);
+    assert_eq!(s.wide.unwrap().share, 0.4, "the instance's GPM activity");
+}
