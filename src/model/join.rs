@@ -9,11 +9,13 @@ use serde::Serialize;
 use super::allocations::Allocations;
 pub use super::attribution::PodRef;
 use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Target};
+use super::billing::{self, DeviceAccount, PodUse};
 use super::cluster::{ClusterView, SharingStrategy};
 use super::compute::{
     self, Activity, ActivityInputs, DeviceCompute, DeviceSplit, ProcessShare, SplitMethod,
 };
 use super::device_id::ResourceMatcher;
+use super::evidence;
 use super::identity::CgroupIdentity;
 use super::limits::{self, Limits};
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
@@ -109,6 +111,11 @@ pub struct GpuView {
     pub active_containers: u32,
     pub containers: Vec<ContainerUse>,
     pub processes: Vec<ProcessView>,
+    /// Per pod and device (the GPU or each MIG instance): the figure a bill can use and the
+    /// rule behind it ([`billing`]).
+    pub pods: Vec<PodUse>,
+    /// Per device: busy, attributed and disputed, accumulated.
+    pub accounts: Vec<DeviceAccount>,
 }
 
 /// What the exporter shows for one sample. Immutable once built; swapped whole.
@@ -338,6 +345,10 @@ fn containers(
         } else {
             sum(|s| s.share)
         };
+        // A figure decided for the whole container (sole-active-container, by-difference).
+        if let Some(w) = split.wide.as_ref().filter(|w| w.is_container(&row.pod)) {
+            row.sm_utilization = Some(w.share);
+        }
         row.busy_ratio = if pids.is_empty() {
             None
         } else {
@@ -377,6 +388,11 @@ fn split_device(
     activity: &ActivityInputs,
 ) -> DeviceSplit {
     let samples: Vec<&ProcessSample> = facts.processes.iter().map(|p| &p.sample).collect();
+    let owners: HashMap<u32, &PodRef> = facts
+        .processes
+        .iter()
+        .filter_map(|p| Some((p.sample.pid, p.pod.as_deref()?)))
+        .collect();
     let mps = matches!(mode, SharingMode::Mps | SharingMode::MigMps)
         || samples.iter().any(|p| {
             matches!(
@@ -384,13 +400,16 @@ fn split_device(
                 Some(ProcessKind::MpsServer | ProcessKind::MpsClient)
             )
         });
-    compute::split(&DeviceCompute {
+    let d = DeviceCompute {
         processes: &samples,
         device_activity,
         mps,
         mig_instance,
         activity,
-    })
+    };
+    let mut split = compute::split(&d);
+    evidence::review(&mut split, &d, &owners);
+    split
 }
 
 fn unattributed_of(split: &DeviceSplit, rows: &[ContainerUse]) -> Option<f64> {
@@ -486,6 +505,15 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         };
         let mut mig_views = Vec::new();
         let mut rows = Vec::new();
+        let before = inputs
+            .previous
+            .and_then(|s| s.gpus.iter().find(|v| v.uuid == gpu.uuid));
+        let previous_of = |mig: Option<&str>| match before {
+            Some(v) => billing::Previous::of(&v.pods, &v.accounts, mig),
+            None => billing::Previous::default(),
+        };
+        let mut pods = Vec::new();
+        let mut accounts = Vec::new();
         for (m, mig) in gpu.mig_instances.iter().enumerate() {
             let facts = facts_for(
                 Some(mig),
@@ -501,6 +529,16 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             let split = split_device(&facts, activity, mode, true, inputs.activity);
             let instance_rows = containers(&ctx, &facts, mode, Some(mig), &split);
             let unattributed = unattributed_of(&split, &instance_rows);
+            let (p, a) = billing::account(
+                &split,
+                &instance_rows,
+                Some(&mig.uuid),
+                unattributed,
+                ctx.dt,
+                &previous_of(Some(&mig.uuid)),
+            );
+            pods.extend(p);
+            accounts.push(a);
             rows.extend(instance_rows);
             shares.extend(split.shares.iter().map(|(k, v)| (*k, *v)));
             mig_views.push(MigView {
@@ -531,6 +569,18 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         let split = split_device(&facts, activity, mode, false, inputs.activity);
         let gpu_rows = containers(&ctx, &facts, mode, None, &split);
         let unattributed = unattributed_of(&split, &gpu_rows);
+        if !mig_enabled {
+            let (p, a) = billing::account(
+                &split,
+                &gpu_rows,
+                None,
+                unattributed,
+                ctx.dt,
+                &previous_of(None),
+            );
+            pods.extend(p);
+            accounts.push(a);
+        }
         let active_containers = {
             let owners: BTreeSet<Option<&PodRef>> = processes
                 .iter()
@@ -579,6 +629,8 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             active_containers,
             containers: rows,
             processes,
+            pods,
+            accounts,
             sample: gpu.clone(),
         });
     }

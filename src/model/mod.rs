@@ -3,11 +3,13 @@
 
 pub mod allocations;
 pub mod attribution;
+pub mod billing;
 pub mod cluster;
 pub mod compute;
 pub mod device_id;
 pub mod dra;
 mod dra_parse;
+pub mod evidence;
 pub mod fractional;
 pub mod identity;
 pub mod join;
