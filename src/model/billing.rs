@@ -10,45 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
-
 use super::compute::{DeviceSplit, SplitMethod};
-use super::evidence::DisputeReason;
-use super::join::ContainerUse;
-use super::sharing::SharingMode;
-
-/// One pod's use of one device (a GPU or a MIG instance).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PodUse {
-    pub namespace: String,
-    pub pod: String,
-    pub workload_kind: String,
-    pub workload: String,
-    pub mig_uuid: Option<String>,
-    pub sharing_mode: SharingMode,
-    /// Share of device time, summed over its containers, or the device's reading when the pod
-    /// is the only one running kernels there; `None` when no rule can tell.
-    pub share: Option<f64>,
-    /// The rule that gave `share`.
-    pub method: SplitMethod,
-    /// Device-seconds attributed to the pod, by the rule that attributed them.
-    pub attributed_seconds: BTreeMap<SplitMethod, f64>,
-    /// Device-seconds the device measured busy while the pod ran kernels there and no rule
-    /// could attribute them (they may be the pod's, or a co-tenant's).
-    pub unattributed_seconds: f64,
-}
-
-/// One device's accounts: what it measured busy, what was attributed and how, and how often
-/// its split was disputed.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct DeviceAccount {
-    pub mig_uuid: Option<String>,
-    /// Device-seconds busy: the device's activity integrated over samples.
-    pub busy_seconds: f64,
-    pub attributed_seconds: BTreeMap<SplitMethod, f64>,
-    /// Samples whose split was disputed, by reason.
-    pub disputed_samples: BTreeMap<DisputeReason, u64>,
-}
+use super::view::{ContainerUse, DeviceAccount, PodUse};
 
 type PodKey = (String, String, Option<String>);
 

@@ -1,10 +1,11 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::model::attribution::PodRef;
 use crate::model::compute::Activity;
-use crate::model::evidence::WideFigure;
-use crate::model::limits::Limits;
+use crate::model::figures::{DisputeReason, WideFigure};
+use crate::model::holding::PodRef;
+use crate::model::view::Limits;
+use crate::model::SharingMode;
 
 fn row(ns: &str, pod: &str, container: &str, sm: Option<f64>) -> ContainerUse {
     ContainerUse {

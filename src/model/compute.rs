@@ -160,10 +160,10 @@ pub struct DeviceSplit {
     /// The probes' shares came from their millisecond timelines (not scaled spans).
     pub from_timelines: bool,
     /// A figure decided above the processes: a container's or a pod's ([`super::evidence`]).
-    pub wide: Option<super::evidence::WideFigure>,
+    pub wide: Option<super::figures::WideFigure>,
     /// Why the probes' claims were not believed, when the split is disputed (or was, before
     /// a wider rule settled it).
-    pub disputed: Vec<super::evidence::DisputeReason>,
+    pub disputed: Vec<super::figures::DisputeReason>,
     #[serde(skip)]
     pub shares: HashMap<u32, ProcessShare>,
 }

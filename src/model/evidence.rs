@@ -21,13 +21,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use serde::Serialize;
-
-use super::attribution::PodRef;
 use super::compute::{
     DeviceCompute, DeviceSplit, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE,
     QUIET_CPU_CORES,
 };
+use super::figures::{DisputeReason, WideFigure};
+use super::holding::PodRef;
 
 /// How far (share of device time, absolute) the sum of the probes' claims may miss the
 /// device's measured busy fraction. NVML's utilization is a coarse recent sample and the
@@ -53,65 +52,6 @@ pub const STRETCH_TOLERANCE: f64 = 0.35;
 const MIN_ALONE_MS: f64 = 50.0;
 /// Fewer traced milliseconds than this in a timeline, and its solo parts say too little.
 const MIN_TRACED_MS: usize = 50;
-
-/// Why a device's split was disputed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DisputeReason {
-    /// The claims add up to less than the device measured busy, beyond the tolerance.
-    UnderClaimed,
-    /// The claims add up to more than the device measured busy (where they cannot overlap).
-    OverClaimed,
-    /// NVML booked kernel time to a process whose probe claims none.
-    NvmlBooked,
-    /// A probe claims much of the device for a process that spent no CPU time.
-    ClaimWithoutCpu,
-    /// A probed candidate claims nothing while a co-tenant would be charged the difference.
-    ClaimsNothing,
-    /// A probe stopped reporting while its process runs.
-    ProbeSilent,
-    /// Probes disagree about the shared clock, so their timelines cannot be set side by side.
-    Clock,
-    /// Kernels covering a millisecond alone ran far slower than their solo durations: a
-    /// co-tenant ran in it without claiming it.
-    StretchedAlone,
-}
-
-impl DisputeReason {
-    pub fn as_label(self) -> &'static str {
-        match self {
-            DisputeReason::UnderClaimed => "under-claimed",
-            DisputeReason::OverClaimed => "over-claimed",
-            DisputeReason::NvmlBooked => "nvml-booked",
-            DisputeReason::ClaimWithoutCpu => "claim-without-cpu",
-            DisputeReason::ClaimsNothing => "claims-nothing",
-            DisputeReason::ProbeSilent => "probe-silent",
-            DisputeReason::Clock => "clock",
-            DisputeReason::StretchedAlone => "stretched-alone",
-        }
-    }
-}
-
-/// A figure decided for a whole container or pod rather than summed from its processes.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct WideFigure {
-    pub namespace: String,
-    pub pod: String,
-    /// `None` for a pod-level figure (several of the pod's containers ran kernels).
-    pub container: Option<String>,
-    /// Share of device time (on MIG, of the instance's SM activity).
-    pub share: f64,
-}
-
-impl WideFigure {
-    /// Whether this is the container's own figure.
-    pub fn is_container(&self, p: &PodRef) -> bool {
-        self.container.as_deref() == Some(p.container.as_str()) && self.is_pod(p)
-    }
-    pub fn is_pod(&self, p: &PodRef) -> bool {
-        self.namespace == p.namespace && self.pod == p.pod
-    }
-}
 
 /// Revisits `split` with what is known of each process's owner (`owners`: the processes with
 /// a known namespace, pod and container). Keeps its own changes here, so `compute::split`

@@ -8,13 +8,18 @@ pub mod cluster;
 pub mod compute;
 pub mod device_id;
 pub mod dra;
+pub mod dra_claim;
 mod dra_parse;
 pub mod evidence;
+pub mod figures;
 pub mod fractional;
+pub mod grants;
+pub mod holding;
 pub mod identity;
 pub mod join;
 pub mod limits;
 pub mod sharing;
+pub mod view;
 
 use std::collections::BTreeMap;
 
@@ -219,5 +224,5 @@ pub struct ProcessSample {
     pub mig_uuid: Option<String>,
 }
 
-pub use join::{CollectorStatus, Snapshot};
 pub use sharing::SharingMode;
+pub use view::{CollectorStatus, Snapshot};

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::{table, Families, Labels, Value};
 use crate::metrics::table::label;
-use crate::model::join::GpuView;
+use crate::model::view::GpuView;
 
 /// Labels of one device: the GPU, or one of its MIG instances (`mig` set).
 fn device_labels(node: &str, g: &GpuView, mig: Option<&str>) -> Labels {
