@@ -1,5 +1,13 @@
 //! Plain data: what the sources saw and what the exporter shows. No I/O, no NVML or Prometheus
 //! types, so every attribution rule can be tested without a GPU.
+//!
+//! Files import only files below them (`tests/module_layers.rs` fails on a circle), bottom-up:
+//! - the samples (this file), `sharing`, `fractional`, `device_id`, `identity`, `allocations`;
+//! - DRA: `dra_claim` (plain types), `dra_parse`, `dra`; then `cluster`, the pods' view;
+//! - who holds what: `holding` (plain types), `grants`, `attribution`;
+//! - compute: `figures` (plain types), `compute`, `evidence`;
+//! - what the exporter shows: `view` (plain types), filled by `limits` and `billing`;
+//! - `join`, which runs them all.
 
 pub mod allocations;
 pub mod attribution;
