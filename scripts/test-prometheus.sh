@@ -221,7 +221,7 @@ fi
 # ---------------------------------------------------------------------------
 section "(c) deploy: kustomize, kubernetes-validate, agreement"
 render_ok=1
-for overlay in base overlays/dra overlays/prometheus-operator overlays/cuda-probe; do
+for overlay in base overlays/dra overlays/prometheus-operator overlays/cuda-probe overlays/dcgm-compat; do
   out=$tmp/$(basename "$overlay").yaml
   if kubectl kustomize "deploy/$overlay" >"$out" 2>"$tmp/kustomize.err"; then
     pass "kubectl kustomize deploy/$overlay ($(grep -c '^kind:' "$out") objects)"

@@ -177,6 +177,37 @@ async fn run(
             return ExitCode::from(1);
         }
     };
+    let dcgm_listener = match settings.dcgm_listen_address {
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("tessera: cannot listen on {addr} (--web.dcgm-listen-address): {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => None,
+    };
+    // The second listener gets the same TLS and auth as the first, from its own read of the
+    // file (each server watches it for changes).
+    let dcgm_web = match (&dcgm_listener, &web) {
+        (Some(_), Some((path, _))) => {
+            let path = path.clone();
+            match tokio::task::spawn_blocking(move || tessera::web::load(&path).map(|c| (path, c)))
+                .await
+            {
+                Ok(Ok(w)) => Some(w),
+                Ok(Err(e)) => {
+                    eprintln!("tessera: {e}");
+                    return ExitCode::from(2);
+                }
+                Err(e) => {
+                    eprintln!("tessera: cannot read the web config: {e}");
+                    return ExitCode::from(1);
+                }
+            }
+        }
+        _ => None,
+    };
     let mut tasks = Vec::new();
     let mut feeds = Feeds::default();
 
@@ -289,6 +320,7 @@ async fn run(
             encode: EncodeOptions {
                 max_label_value_len: settings.max_label_value_len,
                 max_series: settings.max_series,
+                dcgm_compat: settings.dcgm_compat,
                 ..EncodeOptions::default()
             },
             resources: ResourceMatcher::new(settings.resource_names.clone()),
@@ -306,11 +338,33 @@ async fn run(
         }
     };
     tracing::info!(address = %settings.listen_address, node = %settings.node_name, "serving metrics");
+    let (down_tx, down_rx) = tokio::sync::watch::channel(false);
+    let down = move || {
+        let mut rx = down_rx.clone();
+        async move {
+            let _ = rx.wait_for(|d| *d).await;
+        }
+    };
+    tasks.push(tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = down_tx.send(true);
+    }));
+    let dcgm_server = dcgm_listener.map(|l| {
+        tracing::info!(address = ?l.local_addr().ok(), "serving dcgm-exporter-compatible metrics");
+        let app = tessera::server::dcgm_router(rx.clone());
+        tokio::spawn(tessera::web::serve(l, app, dcgm_web, down()))
+    });
     let app = router(AppState {
         published: rx,
         enable_debug: settings.enable_debug,
     });
-    let served = tessera::web::serve(listener, app, web, shutdown_signal()).await;
+    let mut served = tessera::web::serve(listener, app, web, down()).await;
+    if let Some(d) = dcgm_server {
+        match d.await {
+            Ok(Err(e)) if served.is_ok() => served = Err(e),
+            _ => {}
+        }
+    }
     drop(stop_tx);
     let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
     for t in tasks {

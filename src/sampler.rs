@@ -35,6 +35,9 @@ pub struct Published {
     /// does) and shared by every scrape of this sample, so a sample is compressed at most once
     /// and only when someone wants it.
     pub gzipped: tokio::sync::OnceCell<Bytes>,
+    /// The dcgm-exporter-compatible families alone, for `--web.dcgm-listen-address`.
+    pub dcgm: Option<Bytes>,
+    pub dcgm_gzipped: tokio::sync::OnceCell<Bytes>,
 }
 
 pub type PublishedRx = watch::Receiver<Option<Arc<Published>>>;
@@ -266,6 +269,8 @@ impl Sampler {
             snapshot,
             exposition: Bytes::from(exposition.text),
             gzipped: tokio::sync::OnceCell::new(),
+            dcgm: exposition.dcgm.map(|d| Bytes::from(d.text)),
+            dcgm_gzipped: tokio::sync::OnceCell::new(),
         })));
         self.last_cycle_seconds = started.elapsed().as_secs_f64();
     }

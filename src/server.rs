@@ -32,16 +32,53 @@ pub fn router(state: AppState) -> Router {
     r.with_state(Arc::new(state))
 }
 
+/// The second listener (`--web.dcgm-listen-address`): only the dcgm-exporter-compatible
+/// families, for tools that find dcgm-exporter by its port.
+pub fn dcgm_router(published: PublishedRx) -> Router {
+    Router::new()
+        .route("/metrics", get(dcgm_metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(Arc::new(AppState {
+            published,
+            enable_debug: false,
+        }))
+}
+
 const NOT_READY: &str = "no sample yet\n";
 
+/// Which bytes of a sample a listener serves.
+#[derive(Clone, Copy)]
+enum Body {
+    All,
+    Dcgm,
+}
+
 async fn metrics(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    serve_metrics(&s, &headers, Body::All).await
+}
+
+async fn dcgm_metrics(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    serve_metrics(&s, &headers, Body::Dcgm).await
+}
+
+async fn serve_metrics(s: &AppState, headers: &HeaderMap, which: Body) -> Response {
     let published = s.published.borrow().clone();
     let Some(p) = published else {
         return (StatusCode::SERVICE_UNAVAILABLE, NOT_READY).into_response();
     };
+    let raw = match which {
+        Body::All => p.exposition.clone(),
+        Body::Dcgm => match &p.dcgm {
+            Some(d) => d.clone(),
+            None => {
+                return (StatusCode::NOT_FOUND, "--metrics.dcgm-compat is off\n").into_response()
+            }
+        },
+    };
     let vary = (header::VARY, "Accept-Encoding");
-    if accepts_gzip(&headers) {
-        if let Some(body) = gzipped(&p).await {
+    if accepts_gzip(headers) {
+        if let Some(body) = gzipped(&p, which).await {
             return (
                 [
                     (header::CONTENT_TYPE, CONTENT_TYPE),
@@ -53,19 +90,17 @@ async fn metrics(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response
                 .into_response();
         }
     }
-    (
-        [(header::CONTENT_TYPE, CONTENT_TYPE), vary],
-        p.exposition.clone(),
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, CONTENT_TYPE), vary], raw).into_response()
 }
 
 /// The sample's gzipped exposition, compressed off the async workers by the first scrape that
 /// wants it while the others await the same result. `None` (serve it plain) if that fails.
-async fn gzipped(p: &Arc<Published>) -> Option<Bytes> {
-    let raw = p.exposition.clone();
-    let made = p
-        .gzipped
+async fn gzipped(p: &Arc<Published>, which: Body) -> Option<Bytes> {
+    let (raw, cell) = match which {
+        Body::All => (p.exposition.clone(), &p.gzipped),
+        Body::Dcgm => (p.dcgm.clone()?, &p.dcgm_gzipped),
+    };
+    let made = cell
         .get_or_try_init(|| async move {
             tokio::task::spawn_blocking(move || gzip(&raw))
                 .await

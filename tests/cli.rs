@@ -172,3 +172,19 @@ fn install_probe_copies_the_library_and_fails_in_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("cannot install libtessera_probe.so"), "{err}");
 }
+
+#[test]
+fn a_dcgm_listener_without_dcgm_compat_exits_2() {
+    let (code, err) = tessera_env(
+        &["--web.dcgm-listen-address=127.0.0.1:0"],
+        &[("TESSERA_METRICS_DCGM_COMPAT", "false")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("needs --metrics.dcgm-compat=true"), "{err}");
+    let (code, err) = tessera_env(&[], &[("TESSERA_METRICS_DCGM_COMPAT", "sometimes")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("environment variable TESSERA_METRICS_DCGM_COMPAT (--metrics.dcgm-compat)"),
+        "{err}"
+    );
+}

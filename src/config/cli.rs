@@ -30,6 +30,13 @@ pub struct Cli {
     /// Address to serve /metrics on [default: 0.0.0.0:9949].
     #[arg(long = "web.listen-address", env = "TESSERA_WEB_LISTEN_ADDRESS")]
     pub listen_address: Option<String>,
+    /// A second address serving only the dcgm-exporter-compatible families at /metrics (e.g.
+    /// `:9400`), for tools that find dcgm-exporter by its port; needs --metrics.dcgm-compat [default: none].
+    #[arg(
+        long = "web.dcgm-listen-address",
+        env = "TESSERA_WEB_DCGM_LISTEN_ADDRESS"
+    )]
+    pub dcgm_listen_address: Option<String>,
     /// Web config file (Prometheus exporter-toolkit format): TLS and basic auth, reloaded on change [default: none].
     #[arg(long = "web.config.file", env = "TESSERA_WEB_CONFIG_FILE")]
     pub web_config_file: Option<String>,
@@ -87,6 +94,16 @@ pub struct Cli {
     /// Most per-container and per-process series per scrape; the rest are dropped and counted [default: 20000].
     #[arg(long = "metrics.max-series", env = "TESSERA_METRICS_MAX_SERIES")]
     pub max_series: Option<String>,
+    /// Also serve dcgm-exporter's families (DCGM_FI_*), split per tenant on shared GPUs [default: false].
+    #[arg(long = "metrics.dcgm-compat", env = "TESSERA_METRICS_DCGM_COMPAT", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_dcgm_compat")]
+    pub dcgm_compat: Option<String>,
+    #[arg(
+        long = "no-metrics.dcgm-compat",
+        hide = true,
+        overrides_with = "dcgm_compat"
+    )]
+    pub no_dcgm_compat: bool,
     /// This node's name, for the `node` label and the pod watch [default: $NODE_NAME, else the hostname].
     #[arg(long = "kube.node-name", env = "TESSERA_KUBE_NODE_NAME")]
     pub node_name: Option<String>,

@@ -24,6 +24,8 @@ pub enum LogFormat {
 pub struct Settings {
     pub demo: bool,
     pub listen_address: SocketAddr,
+    /// Second listener serving only the dcgm-exporter-compatible families.
+    pub dcgm_listen_address: Option<SocketAddr>,
     pub enable_debug: bool,
     pub web_config_file: Option<PathBuf>,
     pub sample_interval: Duration,
@@ -36,6 +38,7 @@ pub struct Settings {
     pub collect_mig: bool,
     pub max_label_value_len: usize,
     pub max_series: usize,
+    pub dcgm_compat: bool,
     pub node_name: String,
     pub kubelet_enabled: bool,
     pub pod_resources_socket: PathBuf,
@@ -56,6 +59,9 @@ pub enum ConfigError {
     File { path: String, reason: String },
     #[error("config file {path}: unknown setting `{key}`")]
     UnknownKey { path: String, key: String },
+    /// Settings that are valid alone but not together.
+    #[error("{reason}")]
+    Conflict { reason: String },
     #[error("{}: {reason} (got {value:?})", .origin.describe(flag))]
     Invalid {
         flag: &'static str,
@@ -266,16 +272,13 @@ impl Settings {
             "web.listen-address",
             &cli.listen_address,
             default_listen(),
-            |s| {
-                // `:9949` means every address, as in Prometheus exporters' flags.
-                let full = if s.starts_with(':') {
-                    format!("0.0.0.0{s}")
-                } else {
-                    s.to_owned()
-                };
-                full.parse::<SocketAddr>()
-                    .map_err(|_| "expected host:port or :port, e.g. 0.0.0.0:9949".into())
-            },
+            parse_listen,
+        );
+        let dcgm_listen_address = r.get(
+            "web.dcgm-listen-address",
+            &cli.dcgm_listen_address,
+            None,
+            |s| parse_listen(s).map(Some),
         );
         let enable_debug = r.get_bool(
             "web.enable-debug",
@@ -342,6 +345,26 @@ impl Settings {
                 _ => Err("expected a whole number of at least 1".into()),
             }
         });
+        let dcgm_compat = r.get_bool(
+            "metrics.dcgm-compat",
+            &cli.dcgm_compat,
+            cli.no_dcgm_compat,
+            false,
+        );
+        if let (Some(addr), false) = (dcgm_listen_address, dcgm_compat) {
+            r.errors.push(ConfigError::Conflict {
+                reason: format!(
+                    "--web.dcgm-listen-address ({addr}) serves the dcgm-exporter-compatible families; it needs --metrics.dcgm-compat=true"
+                ),
+            });
+        }
+        if dcgm_listen_address == Some(listen_address) {
+            r.errors.push(ConfigError::Conflict {
+                reason: format!(
+                    "--web.dcgm-listen-address and --web.listen-address are both {listen_address}"
+                ),
+            });
+        }
         let node_name = r.get("kube.node-name", &cli.node_name, default_node_name(), |s| {
             if s.is_empty() || s.len() > 253 {
                 Err("must be 1 to 253 characters".into())
@@ -441,6 +464,7 @@ impl Settings {
         Ok(Settings {
             demo,
             listen_address,
+            dcgm_listen_address,
             enable_debug,
             web_config_file,
             sample_interval,
@@ -453,6 +477,7 @@ impl Settings {
             collect_mig,
             max_label_value_len,
             max_series,
+            dcgm_compat,
             node_name,
             kubelet_enabled,
             pod_resources_socket,
@@ -467,6 +492,17 @@ impl Settings {
             log_format,
         })
     }
+}
+
+/// `:9949` means every address, as in Prometheus exporters' flags.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_owned()
+    };
+    full.parse::<SocketAddr>()
+        .map_err(|_| "expected host:port or :port, e.g. 0.0.0.0:9949".into())
 }
 
 fn split_list(s: &str) -> Vec<String> {

@@ -139,3 +139,55 @@ fn durations() {
     assert!(parse_duration("-1s").is_err());
     assert!(parse_duration("1e999s").is_err());
 }
+
+#[test]
+fn dcgm_compat_is_off_by_default_and_set_by_flag_env_or_file() {
+    let s = Settings::resolve(&cli(&[])).unwrap();
+    assert!(!s.dcgm_compat && s.dcgm_listen_address.is_none());
+    let s = Settings::resolve(&cli(&[
+        "--metrics.dcgm-compat",
+        "--web.dcgm-listen-address=:9400",
+    ]))
+    .unwrap();
+    assert!(s.dcgm_compat);
+    assert_eq!(s.dcgm_listen_address.unwrap().to_string(), "0.0.0.0:9400");
+    let s =
+        Settings::resolve(&cli(&["--metrics.dcgm-compat", "--no-metrics.dcgm-compat"])).unwrap();
+    assert!(!s.dcgm_compat);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.yaml");
+    std::fs::write(
+        &path,
+        "metrics.dcgm-compat: true\nweb.dcgm-listen-address: \"127.0.0.1:9400\"\n",
+    )
+    .unwrap();
+    let s = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap();
+    assert!(s.dcgm_compat);
+    assert_eq!(s.dcgm_listen_address.unwrap().to_string(), "127.0.0.1:9400");
+}
+
+#[test]
+fn a_dcgm_listener_without_compat_or_on_the_main_port_is_refused() {
+    let errors = Settings::resolve(&cli(&["--web.dcgm-listen-address=:9400"])).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .to_string()
+            .contains("needs --metrics.dcgm-compat=true"),
+        "{}",
+        errors[0]
+    );
+    let errors = Settings::resolve(&cli(&[
+        "--metrics.dcgm-compat",
+        "--web.listen-address=:9400",
+        "--web.dcgm-listen-address=0.0.0.0:9400",
+    ]))
+    .unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let errors = Settings::resolve(&cli(&[
+        "--metrics.dcgm-compat=perhaps",
+        "--web.dcgm-listen-address=nope",
+    ]))
+    .unwrap_err();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+}

@@ -11,10 +11,12 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+mod billing;
 mod families;
 
 use super::table::{self, label, Family, Kind};
 use crate::model::Snapshot;
+use billing::billing_families;
 use families::{container_families, gpu_families, mig_families, process_families};
 
 #[derive(Debug, Clone)]
@@ -26,6 +28,8 @@ pub struct EncodeOptions {
     pub max_series: usize,
     pub version: &'static str,
     pub revision: &'static str,
+    /// Also encode dcgm-exporter's families (`--metrics.dcgm-compat`).
+    pub dcgm_compat: bool,
 }
 
 impl Default for EncodeOptions {
@@ -35,6 +39,7 @@ impl Default for EncodeOptions {
             max_series: 20_000,
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("TESSERA_REVISION").unwrap_or("unknown"),
+            dcgm_compat: false,
         }
     }
 }
@@ -46,6 +51,8 @@ pub struct Exposition {
     pub series: usize,
     pub truncated_label_values: usize,
     pub dropped_series: usize,
+    /// The dcgm-exporter-compatible families alone (they are in `text` too), with compat on.
+    pub dcgm: Option<super::dcgm::CompatExposition>,
 }
 
 type Value = Arc<str>;
@@ -80,7 +87,9 @@ struct Families {
 
 /// Per-container and per-process families: the ones whose cardinality grows with workloads.
 fn is_detail(f: &Family) -> bool {
-    f.name.starts_with("gpu_container_") || f.name.starts_with("gpu_process_")
+    f.name.starts_with("gpu_container_")
+        || f.name.starts_with("gpu_process_")
+        || f.name.starts_with("gpu_pod_")
 }
 
 impl Families {
@@ -248,6 +257,8 @@ impl Collector for Families {
     }
 }
 
+const EOF: &str = "# EOF\n";
+
 pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
     let mut out = Families::new(opts.max_label_value_len, opts.max_series);
     // GPU and MIG series first, so a cap on detail series never costs a GPU its figures.
@@ -264,8 +275,15 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
         for p in &g.processes {
             process_families(&mut out, &snap.node, g, p);
         }
+        billing_families(&mut out, &snap.node, g);
     }
     self_families(&mut out, snap, opts);
+    // Before the drop and truncation counts, so they count the compat families' too.
+    let dcgm = opts.dcgm_compat.then(|| super::dcgm::encode(snap, opts));
+    if let Some(d) = &dcgm {
+        out.dropped += d.dropped_series;
+        out.truncated += d.truncated_label_values;
+    }
     let node = || (Cow::Borrowed(label::NODE), Value::from(snap.node.as_str()));
     let (dropped, truncated) = (out.dropped as f64, out.truncated as f64);
     out.push(&table::TESSERA_SERIES_DROPPED, vec![node()], dropped);
@@ -285,11 +303,19 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
     if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
         tracing::error!(error = %e, "encoding metrics failed");
     }
+    if let Some(d) = &dcgm {
+        // One OpenMetrics document: the compat families go before the single `# EOF`.
+        if text.ends_with(EOF) {
+            text.truncate(text.len() - EOF.len());
+        }
+        text.push_str(&d.text);
+    }
     Exposition {
         text,
         series,
         truncated_label_values,
         dropped_series,
+        dcgm,
     }
 }
 

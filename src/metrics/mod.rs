@@ -1,5 +1,6 @@
 //! Exposition: a snapshot is encoded once, when it is made; scrapes copy the bytes.
 
+pub mod dcgm;
 mod encode;
 pub mod table;
 
@@ -31,5 +32,6 @@ pub fn markdown_reference() -> String {
         }
         let _ = writeln!(out, "| `{name}` | {kind} | {labels} | {} |", f.help);
     }
+    out.push_str(&dcgm::markdown_reference());
     out
 }

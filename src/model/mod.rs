@@ -1,19 +1,35 @@
 //! Plain data: what the sources saw and what the exporter shows. No I/O, no NVML or Prometheus
 //! types, so every attribution rule can be tested without a GPU.
+//!
+//! Files import only files below them (`tests/module_layers.rs` fails on a circle), bottom-up:
+//! - the samples (this file), `sharing`, `fractional`, `device_id`, `identity`, `allocations`;
+//! - DRA: `dra_claim` (plain types), `dra_parse`, `dra`; then `cluster`, the pods' view;
+//! - who holds what: `holding` (plain types), `grants`, `attribution`;
+//! - compute: `figures` (plain types), `compute`, `evidence`; `records` (which probes need
+//!   kernel records);
+//! - what the exporter shows: `view` (plain types), filled by `limits` and `billing`;
+//! - `join`, which runs them all.
 
 pub mod allocations;
 pub mod attribution;
+pub mod billing;
 pub mod cluster;
 pub mod compute;
 pub mod device_id;
 pub mod dra;
+pub mod dra_claim;
 mod dra_parse;
+pub mod evidence;
+pub mod figures;
 pub mod fractional;
+pub mod grants;
+pub mod holding;
 pub mod identity;
 pub mod join;
 pub mod limits;
 pub mod records;
 pub mod sharing;
+pub mod view;
 
 use std::collections::BTreeMap;
 
@@ -57,6 +73,51 @@ pub struct GpmActivity {
     pub sm_occupancy: f64,
     pub tensor_activity: f64,
     pub dram_bandwidth: f64,
+    /// Fields read for `--metrics.dcgm-compat`; `None` when the GPU did not answer the metric.
+    pub graphics_activity: Option<f64>,
+    pub fp64_activity: Option<f64>,
+    pub fp32_activity: Option<f64>,
+    pub fp16_activity: Option<f64>,
+    /// Whole GPU only: NVML does not attribute bus traffic to MIG instances.
+    pub pcie_tx_bytes_per_second: Option<f64>,
+    pub pcie_rx_bytes_per_second: Option<f64>,
+    pub nvlink_tx_bytes_per_second: Option<f64>,
+    pub nvlink_rx_bytes_per_second: Option<f64>,
+}
+
+/// Whether GPM answered for a GPU this sample, and if not, why (an unsupported GPU, a failing
+/// call, a metric NVML refuses): never shown as an idle GPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GpmStatus {
+    pub available: bool,
+    /// Empty when available; else `not_supported` or NVML's error (`in_use`, `no_permission`...).
+    pub reason: String,
+}
+
+impl GpmStatus {
+    pub fn available() -> Self {
+        Self {
+            available: true,
+            reason: String::new(),
+        }
+    }
+
+    pub fn unavailable(reason: String) -> Self {
+        Self {
+            available: false,
+            reason,
+        }
+    }
+}
+
+/// HBM rows remapped to spares since manufacture (persistent), and the remapper's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemappedRows {
+    pub correctable: u64,
+    pub uncorrectable: u64,
+    /// A remapping waits for the next GPU reset.
+    pub pending: bool,
+    pub failed: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -98,6 +159,8 @@ pub struct GpuSample {
     pub utilization: Option<f64>,
     pub memory_utilization: Option<f64>,
     pub gpm: Option<GpmActivity>,
+    /// `None` before GPM's first pair of samples, or when tessera cannot tell.
+    pub gpm_status: Option<GpmStatus>,
     pub power_watts: Option<f64>,
     pub power_limit_watts: Option<f64>,
     pub energy_joules: Option<f64>,
@@ -109,8 +172,17 @@ pub struct GpuSample {
     pub ecc_corrected: Option<u64>,
     pub ecc_uncorrected: Option<u64>,
     pub pcie_replays: Option<u64>,
+    /// Video engine utilization, 0..=1.
+    pub encoder_utilization: Option<f64>,
+    pub decoder_utilization: Option<f64>,
+    /// NVML's remapped rows (read on the slow cadence).
+    pub remapped_rows: Option<RemappedRows>,
     /// XID errors seen since start, by XID.
     pub xid_counts: BTreeMap<u32, u64>,
+    /// The most recent XID since start.
+    pub last_xid: Option<u32>,
+    /// Whether XID events are watched on this GPU (else no XID could have been seen).
+    pub xid_watched: bool,
     /// Compute slices the GPU offers under MIG (7 on A100/H100).
     pub mig_slices_total: Option<u32>,
     pub mig_instances: Vec<MigSample>,
@@ -162,5 +234,5 @@ pub struct ProcessSample {
     pub mig_uuid: Option<String>,
 }
 
-pub use join::{CollectorStatus, Snapshot};
 pub use sharing::SharingMode;
+pub use view::{CollectorStatus, Snapshot};

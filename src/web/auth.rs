@@ -22,8 +22,7 @@ use base64::Engine;
 use subtle::{Choice, ConditionallySelectable, ConstantTimeEq};
 use tokio::sync::{watch, Semaphore};
 
-use super::config::User;
-use super::WebConfig;
+use super::settings::{User, WebConfig};
 
 const CACHE_TTL: Duration = Duration::from_secs(60);
 /// Bounds memory if many distinct valid credentials show up; full means pruned, then cleared.

@@ -6,55 +6,13 @@
 //! and may hold an inline private key.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use axum::http::{HeaderName, HeaderValue};
 use serde::Deserialize;
-use tokio_rustls::rustls::ServerConfig;
 
-use super::WebConfigError;
+use super::settings::{ClientAuth, TlsSettings, TlsVersion, User, WebConfig, WebConfigError};
 use super::{auth, tls};
-
-/// A validated web config, ready to serve with. Its `Debug` shows no hash and no key.
-pub struct WebConfig {
-    pub(crate) tls: Option<Arc<ServerConfig>>,
-    pub(crate) users: Arc<[User]>,
-    pub(crate) headers: Arc<[(HeaderName, HeaderValue)]>,
-    /// The config file and every file it names, for the reload watcher.
-    pub(crate) watched: Vec<PathBuf>,
-    /// SHA-256 over the bytes of every file read, so a reload can tell "touched" from "changed".
-    pub(crate) fingerprint: [u8; 32],
-}
-
-pub(crate) struct User {
-    pub(crate) name: String,
-    pub(crate) hash: String,
-}
-
-impl WebConfig {
-    /// Whether connections are served over TLS.
-    pub fn tls_enabled(&self) -> bool {
-        self.tls.is_some()
-    }
-
-    /// How many basic-auth users are configured; 0 means basic auth is off.
-    pub fn basic_auth_users(&self) -> usize {
-        self.users.len()
-    }
-}
-
-impl fmt::Debug for WebConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self.users.iter().map(|u| u.name.as_str()).collect();
-        f.debug_struct("WebConfig")
-            .field("tls", &self.tls.is_some())
-            .field("basic_auth_users", &names)
-            .field("headers", &self.headers.len())
-            .finish_non_exhaustive()
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename = "web config")]
@@ -90,37 +48,6 @@ struct RawTls {
 struct RawHttp {
     http2: Option<bool>,
     headers: Option<BTreeMap<String, Option<String>>>,
-}
-
-/// exporter-toolkit's `client_auth_type` values, named after Go's `tls.ClientAuthType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ClientAuth {
-    NoClientCert,
-    RequestClientCert,
-    RequireAnyClientCert,
-    VerifyClientCertIfGiven,
-    RequireAndVerifyClientCert,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum TlsVersion {
-    Tls12,
-    Tls13,
-}
-
-/// PEM material (read from files or inline) and policy, before rustls has seen it.
-pub(crate) struct TlsSettings {
-    pub(crate) cert_pem: Vec<u8>,
-    pub(crate) cert_field: &'static str,
-    pub(crate) key_pem: Vec<u8>,
-    pub(crate) key_field: &'static str,
-    pub(crate) client_ca_pem: Option<Vec<u8>>,
-    pub(crate) client_ca_field: &'static str,
-    pub(crate) client_auth: ClientAuth,
-    pub(crate) min_version: TlsVersion,
-    pub(crate) max_version: TlsVersion,
-    pub(crate) prefer_server_cipher_suites: bool,
-    pub(crate) http2: bool,
 }
 
 /// Reads the config and the files it names, hashing everything it reads.

@@ -7,6 +7,7 @@
 
 mod auth;
 mod config;
+mod settings;
 mod tls;
 
 use std::fmt;
@@ -18,7 +19,7 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 use tokio::sync::watch;
 
-pub use config::WebConfig;
+pub use settings::{WebConfig, WebConfigError};
 
 /// How often the web config and the files it names are checked for changes.
 const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
@@ -27,44 +28,6 @@ const RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 const FULL_CHECK_EVERY: u32 = 15;
 /// A change is taken only once two reads this far apart agree.
 const SETTLE: Duration = Duration::from_millis(250);
-
-/// A web config that cannot be used. The message is one line and names the file and the
-/// field, never a value.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", self.message())]
-pub struct WebConfigError {
-    path: PathBuf,
-    field: Option<String>,
-    reason: String,
-}
-
-impl WebConfigError {
-    pub(crate) fn new(path: &Path, field: Option<String>, reason: String) -> Self {
-        Self {
-            path: path.to_path_buf(),
-            field,
-            // serde_yaml's messages can span lines; the contract is one line.
-            reason: reason.replace('\n', " "),
-        }
-    }
-
-    /// The web config file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The offending field, dotted (`tls_server_config.key_file`), when there is one.
-    pub fn field(&self) -> Option<&str> {
-        self.field.as_deref()
-    }
-
-    fn message(&self) -> String {
-        match &self.field {
-            Some(f) => format!("web config {}: {f}: {}", self.path.display(), self.reason),
-            None => format!("web config {}: {}", self.path.display(), self.reason),
-        }
-    }
-}
 
 /// Reads and validates a web config file and every file it names (certificates, key, client
 /// CA), so that a mistake is reported at startup. Blocking file I/O: call it before the server

@@ -29,8 +29,7 @@ use tokio_rustls::rustls::{
 };
 use tokio_rustls::TlsAcceptor;
 
-use super::config::{ClientAuth, TlsSettings, TlsVersion};
-use super::WebConfig;
+use super::settings::{ClientAuth, TlsSettings, TlsVersion, WebConfig};
 
 /// A client that opens a connection and never finishes the handshake must not hold a task and
 /// a socket for ever.

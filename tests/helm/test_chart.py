@@ -44,6 +44,7 @@ ALL_ON = {
     "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "dashboards": {"enabled": True, "namespace": "monitoring"},
     "dra": {"enabled": True},
+    "dcgmCompat": {"enabled": True, "discoveryLabels": True},
     "extraArgs": ["--web.enable-debug", "--no-collect.processes"],
     "extraEnv": [{"name": "TESSERA_LOG_LEVEL", "value": "debug"}],
     "imagePullSecrets": [{"name": "registry-creds"}],
@@ -65,6 +66,7 @@ VARIANTS = {
         "serviceAccount": {"create": False, "name": "gpu-observer"}, "rbac": {"create": False},
         "service": {"enabled": False}, "podMonitor": {"enabled": True}},
     "other release name": {"__release": "gpu-metrics"},
+    "dcgm compat without the second listener": {"dcgmCompat": {"enabled": True, "port": 0}},
 }
 
 
@@ -252,6 +254,16 @@ def main():
         c.check(spec.get("priorityClassName") == "system-node-critical" and "affinity" in spec,
                 "priorityClassName and affinity passed")
         check_crds(c, objs, a.root, "every toggle on")
+        ds, _, _ = ds_parts(objs)
+        svc = objs.get(("Service", "tessera-dcgm"))
+        c.check("--metrics.dcgm-compat" in ctr["args"] and "--web.dcgm-listen-address=:9400" in ctr["args"]
+                and by_name(ctr["ports"]).get("dcgm", {}).get("containerPort") == 9400,
+                "dcgm compat on: flags passed and container port 9400 named dcgm")
+        c.check(svc is not None and svc["spec"]["ports"] == [{"name": "metrics", "port": 9400, "targetPort": "dcgm", "protocol": "TCP"}]
+                and svc["metadata"]["labels"].get("app.kubernetes.io/name") == "dcgm-exporter"
+                and ds["spec"]["template"]["metadata"]["labels"].get("app") == "nvidia-dcgm-exporter"
+                and ds["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/name") == "tessera",
+                "dcgm compat on: Service tessera-dcgm on 9400 (port metrics) with dcgm-exporter's discovery labels; selector unchanged")
     v = renders.get("device-plugin cluster (no RuntimeClass, no GFD label)")
     if v:
         _, spec, _ = ds_parts(v)
@@ -268,6 +280,12 @@ def main():
         kinds = {k for k, _ in v}
         c.check(spec["serviceAccountName"] == "gpu-observer" and not kinds & {"ServiceAccount", "ClusterRole", "Service"},
                 "existing service account used; no ServiceAccount, RBAC or Service rendered")
+    v = renders.get("dcgm compat without the second listener")
+    if v:
+        _, _, ctr = ds_parts(v)
+        c.check("--metrics.dcgm-compat" in ctr["args"] and not any("dcgm-listen" in x for x in ctr["args"])
+                and ("Service", "tessera-dcgm") not in v and "dcgm" not in by_name(ctr["ports"]),
+                "dcgm compat with port 0: compat on /metrics only, no second listener, port or Service")
     v = renders.get("other release name")
     if v:
         c.check(("DaemonSet", "gpu-metrics-tessera") in v, "release gpu-metrics names objects gpu-metrics-tessera (keeps 'tessera' for the alerts' job match)")

@@ -296,11 +296,18 @@ const VOLATILE: &[&str] = &[
     "tessera_collector_duration_seconds",
     "tessera_sample_duration_seconds",
     "gpu_energy_joules_total",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
     "gpu_container_idle_seconds_total",
     // Flips from 0 to 1 once the CPU window shows a holder quiet: asserted, not golden.
     "gpu_container_idle{",
     "gpu_container_activity_unknown_seconds_total",
     "gpu_container_busy_seconds_total",
+    // Integrated over the samples' real intervals, like the busy seconds.
+    "gpu_compute_busy_seconds_total",
+    "gpu_compute_attributed_seconds_total",
+    "gpu_compute_split_disputed_total",
+    "gpu_pod_attributed_seconds_total",
+    "gpu_pod_unattributed_seconds_total",
     "tessera_samples_total",
     "tessera_build_info",
 ];

@@ -141,6 +141,10 @@ pub struct GpuActivity {
     pub pcie_replays: u32,
     pub pcie_tx_kbps: u32,
     pub pcie_rx_kbps: u32,
+    pub memory_temperature_c: u32,
+    pub encoder_utilization: u32,
+    pub decoder_utilization: u32,
+    pub remapped_rows: crate::scenario::RemappedRowsSpec,
     pub gpm: GpmValues,
     pub memory_used_mib: u64,
     pub processes: Vec<ProcState>,
@@ -345,6 +349,13 @@ pub fn resolve_phase_gpu(
         pcie_replays: spec.pcie_replays,
         pcie_tx_kbps: spec.pcie_tx_kbps.unwrap_or((950.0 + 1500.0 * util) as u32),
         pcie_rx_kbps: spec.pcie_rx_kbps.unwrap_or((550.0 + 4000.0 * util) as u32),
+        // HBM runs a few degrees above the die under load on the H100s seen.
+        memory_temperature_c: spec
+            .memory_temperature_celsius
+            .unwrap_or((sku.idle_temp_c + 2.0 + 0.4 * util).round() as u32),
+        encoder_utilization: pct("encoder_utilization", spec.encoder_utilization)?,
+        decoder_utilization: pct("decoder_utilization", spec.decoder_utilization)?,
+        remapped_rows: spec.remapped_rows,
         gpm,
         memory_used_mib,
         processes,

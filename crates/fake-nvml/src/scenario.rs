@@ -151,6 +151,19 @@ pub struct XidSpec {
     pub xid: u64,
 }
 
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RemappedRowsSpec {
+    #[serde(default)]
+    pub correctable: u32,
+    #[serde(default)]
+    pub uncorrectable: u32,
+    #[serde(default)]
+    pub pending: bool,
+    #[serde(default)]
+    pub failure: bool,
+}
+
 /// What one GPU does during a phase. Omitted numbers are derived (see README).
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -170,6 +183,16 @@ pub struct GpuPhaseSpec {
     pub pcie_replays: u32,
     pub pcie_tx_kbps: Option<u32>,
     pub pcie_rx_kbps: Option<u32>,
+    /// HBM temperature (NVML_FI_DEV_MEMORY_TEMP); derived from the GPU's when omitted.
+    pub memory_temperature_celsius: Option<u32>,
+    /// Video engines, percent; idle (0) when omitted.
+    #[serde(default)]
+    pub encoder_utilization: u32,
+    #[serde(default)]
+    pub decoder_utilization: u32,
+    /// nvmlDeviceGetRemappedRows; none when omitted.
+    #[serde(default)]
+    pub remapped_rows: RemappedRowsSpec,
     #[serde(default)]
     pub gpm: GpmSpec,
     #[serde(default)]

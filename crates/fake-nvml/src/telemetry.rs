@@ -250,3 +250,107 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
         },
     )
 }
+
+/// Percent over a 1 s sampling period.
+///
+/// # Safety
+/// `util` and `period_us` must be null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
+    device: nvmlDevice_t,
+    util: *mut c_uint,
+    period_us: *mut c_uint,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetEncoderUtilization",
+        Target::Device(device),
+        |ctx| {
+            ctx.full_gpu()?;
+            let v = ctx.act()?.encoder_utilization;
+            *out(util)? = v;
+            *out(period_us)? = 1_000_000;
+            Ok(())
+        },
+    )
+}
+
+/// Percent over a 1 s sampling period.
+///
+/// # Safety
+/// `util` and `period_us` must be null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
+    device: nvmlDevice_t,
+    util: *mut c_uint,
+    period_us: *mut c_uint,
+) -> nvmlReturn_t {
+    entry(
+        "nvmlDeviceGetDecoderUtilization",
+        Target::Device(device),
+        |ctx| {
+            ctx.full_gpu()?;
+            let v = ctx.act()?.decoder_utilization;
+            *out(util)? = v;
+            *out(period_us)? = 1_000_000;
+            Ok(())
+        },
+    )
+}
+
+/// # Safety
+/// Every pointer must be null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    device: nvmlDevice_t,
+    corr: *mut c_uint,
+    unc: *mut c_uint,
+    pending: *mut c_uint,
+    failure: *mut c_uint,
+) -> nvmlReturn_t {
+    entry("nvmlDeviceGetRemappedRows", Target::Device(device), |ctx| {
+        ctx.full_gpu()?;
+        let r = ctx.act()?.remapped_rows;
+        *out(corr)? = r.correctable;
+        *out(unc)? = r.uncorrectable;
+        *out(pending)? = c_uint::from(r.pending);
+        *out(failure)? = c_uint::from(r.failure);
+        Ok(())
+    })
+}
+
+/// NVML_FI_DEV_MEMORY_TEMP.
+const FI_DEV_MEMORY_TEMP: c_uint = 82;
+
+/// Only the HBM temperature is modelled; other fields answer NOT_SUPPORTED in their slot.
+///
+/// # Safety
+/// `values` must be null or point to `count` writable entries.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    device: nvmlDevice_t,
+    count: std::os::raw::c_int,
+    values: *mut nvmlFieldValue_t,
+) -> nvmlReturn_t {
+    entry("nvmlDeviceGetFieldValues", Target::Device(device), |ctx| {
+        ctx.full_gpu()?;
+        let n = usize::try_from(count).map_err(|_| INVALID_ARGUMENT)?;
+        if values.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let temp = ctx.act()?.memory_temperature_c;
+        // SAFETY: the caller passes `count` entries at `values`.
+        let slots = unsafe { std::slice::from_raw_parts_mut(values, n) };
+        for v in slots {
+            v.timestamp = 0;
+            v.latencyUsec = 0;
+            if v.fieldId == FI_DEV_MEMORY_TEMP {
+                v.valueType = nvmlValueType_enum_NVML_VALUE_TYPE_UNSIGNED_INT;
+                v.nvmlReturn = SUCCESS;
+                v.value.uiVal = temp;
+            } else {
+                v.nvmlReturn = NOT_SUPPORTED;
+            }
+        }
+        Ok(())
+    })
+}

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use super::{table, Families, Family, Labels, Value};
 use crate::metrics::table::label;
-use crate::model::join::{ContainerUse, GpuView, MigView, ProcessView};
+use crate::model::view::{ContainerUse, GpuView, MigView, ProcessView};
 use crate::model::CLOCK_EVENT_REASONS;
 
 fn gpu_labels(node: &str, g: &GpuView) -> Labels {
@@ -89,10 +89,34 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
         s.gpm.map(|g| g.tensor_activity),
     );
     opt(&table::GPU_DRAM_BANDWIDTH, s.gpm.map(|g| g.dram_bandwidth));
+    if let Some(st) = &s.gpm_status {
+        out.push_shared(
+            &table::GPU_GPM_AVAILABLE,
+            &l,
+            Some((label::REASON, st.reason.clone())),
+            if st.available { 1.0 } else { 0.0 },
+        );
+    }
+    let mut opt = |f: &Family, v: Option<f64>| {
+        if let Some(v) = v {
+            out.push_shared(f, &l, None, v);
+        }
+    };
     opt(&table::GPU_POWER, s.power_watts);
     opt(&table::GPU_POWER_LIMIT, s.power_limit_watts);
     opt(&table::GPU_ENERGY, s.energy_joules);
     opt(&table::GPU_PCIE_REPLAYS, s.pcie_replays.map(|v| v as f64));
+    opt(&table::GPU_ENCODER_UTILIZATION, s.encoder_utilization);
+    opt(&table::GPU_DECODER_UTILIZATION, s.decoder_utilization);
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    opt(
+        &table::GPU_ROW_REMAP_PENDING,
+        s.remapped_rows.map(|r| flag(r.pending)),
+    );
+    opt(
+        &table::GPU_ROW_REMAP_FAILURE,
+        s.remapped_rows.map(|r| flag(r.failed)),
+    );
     opt(
         &table::GPU_MIG_SLICES_TOTAL,
         s.mig_slices_total.map(f64::from),
@@ -151,6 +175,18 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
             label::TYPE,
             "uncorrected",
             s.ecc_uncorrected.map(|v| v as f64),
+        ),
+        (
+            &table::GPU_REMAPPED_ROWS,
+            label::TYPE,
+            "correctable",
+            s.remapped_rows.map(|r| r.correctable as f64),
+        ),
+        (
+            &table::GPU_REMAPPED_ROWS,
+            label::TYPE,
+            "uncorrectable",
+            s.remapped_rows.map(|r| r.uncorrectable as f64),
         ),
     ];
     for (f, key, value, v) in labelled {

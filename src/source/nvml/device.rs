@@ -11,19 +11,33 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::ledger::{CallLedger, Outcome};
 use super::GpuState;
-use crate::model::{ComputeMode, GpmActivity, GpuSample, MemoryBytes};
+use std::os::raw::c_uint;
+
+use crate::model::{ComputeMode, GpmActivity, GpmStatus, GpuSample, MemoryBytes, RemappedRows};
 
 /// NVML's `NVML_GPU_INSTANCE_PROFILE_7_SLICE`: the full-GPU profile tells how many compute
 /// slices the GPU has.
 const FULL_GPU_INSTANCE_PROFILE: u32 =
     nvml_wrapper_sys::bindings::NVML_GPU_INSTANCE_PROFILE_7_SLICE;
 
-const GPM_METRICS: [GpmMetricId; 4] = [
+/// The first four feed tessera's own families and decide whether GPM answered; the rest feed
+/// `--metrics.dcgm-compat` and are absent one by one when a GPU does not answer them.
+const GPM_METRICS: [GpmMetricId; 12] = [
     GpmMetricId::SmUtil,
     GpmMetricId::SmOccupancy,
     GpmMetricId::AnyTensorUtil,
     GpmMetricId::DramBwUtil,
+    GpmMetricId::GraphicsUtil,
+    GpmMetricId::Fp64Util,
+    GpmMetricId::Fp32Util,
+    GpmMetricId::Fp16Util,
+    GpmMetricId::PcieTxPerSec,
+    GpmMetricId::PcieRxPerSec,
+    GpmMetricId::NvlinkTotalTxPerSec,
+    GpmMetricId::NvlinkTotalRxPerSec,
 ];
+const CORE_GPM_METRICS: usize = 4;
+const MIB: f64 = 1024.0 * 1024.0;
 
 /// GPM works on pairs of samples; the previous one is kept between cycles.
 pub struct GpmState {
@@ -82,34 +96,109 @@ fn ratio_from_percent(percent: f64) -> f64 {
     ((percent / 100.0).clamp(0.0, 1.0) * 1_000.0).round() / 1_000.0
 }
 
-/// GPM needs two samples; returns the activity between the previous one and now.
+/// Why GPM gave no figures this sample.
+#[derive(Debug)]
+pub enum GpmError {
+    /// Taking the sample or computing the metrics failed.
+    Call(NvmlError),
+    /// The call succeeded but NVML refused a core metric; the reason is that metric's error.
+    Metric(NvmlError),
+}
+
+/// A short label for an NVML error, for `gpu_gpm_available{reason}`.
+pub fn error_reason(e: &NvmlError) -> String {
+    let debug = format!("{e:?}");
+    let name = debug.split('(').next().unwrap_or("unknown");
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// GPM needs two samples; returns the activity between the previous one and now (`None` on the
+/// first sample). A metric NVML refuses is absent, never 0.
 pub fn gpm_between(
     nvml: &'static Nvml,
     previous: &mut Option<GpmSample<'static>>,
     take: impl FnOnce() -> Result<GpmSample<'static>, NvmlError>,
-) -> Result<Option<GpmActivity>, NvmlError> {
-    let current = take()?;
-    let activity = match previous.as_ref() {
-        Some(prev) => {
-            let results = gpm_metrics_get(nvml, prev, &current, &GPM_METRICS)?;
-            let value = |i: usize| {
-                results
-                    .get(i)
-                    .and_then(|r| r.as_ref().ok())
-                    .map(|r| ratio_from_percent(r.value))
-                    .unwrap_or(0.0)
-            };
-            Some(GpmActivity {
-                sm_activity: value(0),
-                sm_occupancy: value(1),
-                tensor_activity: value(2),
-                dram_bandwidth: value(3),
-            })
-        }
-        None => None,
+) -> Result<Option<GpmActivity>, GpmError> {
+    let current = take().map_err(GpmError::Call)?;
+    let Some(prev) = previous.replace(current) else {
+        return Ok(None);
     };
-    *previous = Some(current);
-    Ok(activity)
+    let Some(current) = previous.as_ref() else {
+        return Ok(None);
+    };
+    let mut results =
+        gpm_metrics_get(nvml, &prev, current, &GPM_METRICS).map_err(GpmError::Call)?;
+    let value = |i: usize| -> Option<f64> {
+        results
+            .get(i)
+            .and_then(|r| r.as_ref().ok())
+            .map(|r| r.value)
+            .filter(|v| v.is_finite())
+    };
+    let percent = |i: usize| value(i).map(ratio_from_percent);
+    let mib_per_second = |i: usize| value(i).map(|v| (v.max(0.0) * MIB).round());
+    let mut core = [0.0; CORE_GPM_METRICS];
+    for (i, slot) in core.iter_mut().enumerate() {
+        match percent(i) {
+            Some(v) => *slot = v,
+            None => {
+                let e = results
+                    .get_mut(i)
+                    .map(|r| std::mem::replace(r, Err(NvmlError::Unknown)))
+                    .and_then(Result::err)
+                    .unwrap_or(NvmlError::Unknown);
+                return Err(GpmError::Metric(e));
+            }
+        }
+    }
+    Ok(Some(GpmActivity {
+        sm_activity: core[0],
+        sm_occupancy: core[1],
+        tensor_activity: core[2],
+        dram_bandwidth: core[3],
+        graphics_activity: percent(4),
+        fp64_activity: percent(5),
+        fp32_activity: percent(6),
+        fp16_activity: percent(7),
+        pcie_tx_bytes_per_second: mib_per_second(8),
+        pcie_rx_bytes_per_second: mib_per_second(9),
+        nvlink_tx_bytes_per_second: mib_per_second(10),
+        nvlink_rx_bytes_per_second: mib_per_second(11),
+    }))
+}
+
+/// Samples GPM through `take`, recording why it gave nothing: GPM that cannot answer must show
+/// as "GPM unavailable", never as an idle GPU. An unsupported answer is not learned for good
+/// here, since whatever held the counters may let go.
+pub fn gpm_sampled(
+    ledger: &mut CallLedger,
+    key: &str,
+    call: &'static str,
+    nvml: &'static Nvml,
+    previous: &mut Option<GpmSample<'static>>,
+    take: impl FnOnce() -> Result<GpmSample<'static>, NvmlError>,
+) -> (Option<GpmActivity>, Option<GpmStatus>) {
+    match gpm_between(nvml, previous, take) {
+        Ok(Some(a)) => (Some(a), Some(GpmStatus::available())),
+        Ok(None) => (None, None),
+        Err(GpmError::Call(e)) => {
+            if !matches!(e, NvmlError::NotSupported) {
+                let _: Outcome<()> = ledger.record(key, call, &e);
+            }
+            (None, Some(GpmStatus::unavailable(error_reason(&e))))
+        }
+        Err(GpmError::Metric(e)) => {
+            let _: Outcome<()> = ledger.record(key, "gpm_metrics_get", &e);
+            (None, Some(GpmStatus::unavailable(error_reason(&e))))
+        }
+    }
 }
 
 pub fn sample_gpu(
@@ -147,7 +236,17 @@ pub fn sample_gpu(
         {
             gpu.pcie_replays = Some(u64::from(n));
         }
+        if let Outcome::Value(r) = ledger.call(key, "remapped_rows", || remapped_rows(nvml, d)) {
+            gpu.remapped_rows = Some(r);
+        }
+        // HBM temperature moves slowly; it is a field value, not a plain call.
+        if let Outcome::Value(t) = ledger.call(key, "memory_temperature", || memory_temperature(d))
+        {
+            gpu.memory_temperature_celsius = Some(t);
+        }
     }
+    s.remapped_rows = gpu.remapped_rows;
+    s.memory_temperature_celsius = gpu.memory_temperature_celsius;
     s.mig_enabled = gpu.mig_enabled;
     s.energy_joules = gpu.energy_joules;
     if gpu.mig_enabled == Some(true) {
@@ -176,6 +275,14 @@ pub fn sample_gpu(
             s.memory_utilization = Some(ratio(u.memory));
         }
     }
+    s.encoder_utilization = ledger
+        .call(key, "encoder_utilization", || d.encoder_utilization())
+        .ok()
+        .map(|u| ratio(u.utilization));
+    s.decoder_utilization = ledger
+        .call(key, "decoder_utilization", || d.decoder_utilization())
+        .ok()
+        .map(|u| ratio(u.utilization));
     s.power_watts = ledger
         .call(key, "power_usage", || d.power_usage())
         .ok()
@@ -212,19 +319,17 @@ pub fn sample_gpu(
     s.pcie_replays = gpu.pcie_replays;
 
     if gpu.gpm.is_none() {
-        let supported = matches!(
-            ledger.call(key, "gpm_support", || d.gpm_support()),
-            Outcome::Value(true)
-        );
-        gpu.gpm = supported.then_some(GpmState { previous: None });
+        let support = ledger.call(key, "gpm_support", || d.gpm_support());
+        if matches!(support, Outcome::Value(false) | Outcome::Unsupported) {
+            s.gpm_status = Some(GpmStatus::unavailable("not_supported".into()));
+        }
+        gpu.gpm = matches!(support, Outcome::Value(true)).then_some(GpmState { previous: None });
     }
     if let Some(gpm) = gpu.gpm.as_mut() {
-        s.gpm = ledger
-            .call(key, "gpm_sample", || {
-                gpm_between(nvml, &mut gpm.previous, || d.gpm_sample())
-            })
-            .ok()
-            .flatten();
+        (s.gpm, s.gpm_status) =
+            gpm_sampled(ledger, key, "gpm_sample", nvml, &mut gpm.previous, || {
+                d.gpm_sample()
+            });
     }
     s.up = !ledger.is_lost(key);
     s
@@ -243,4 +348,55 @@ pub fn clock_event_reasons(nvml: &Nvml, d: &Device<'static>) -> Result<u64, Nvml
     let rc = unsafe { sym(d.handle(), &mut reasons) };
     nvml_wrapper::error::nvml_try(rc)?;
     Ok(reasons)
+}
+
+/// `nvmlDeviceGetRemappedRows`, which nvml-wrapper 0.13 does not wrap.
+pub fn remapped_rows(nvml: &Nvml, d: &Device<'static>) -> Result<RemappedRows, NvmlError> {
+    let sym = nvml
+        .lib()
+        .nvmlDeviceGetRemappedRows
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let (mut corr, mut unc, mut pending, mut failed): (c_uint, c_uint, c_uint, c_uint) =
+        (0, 0, 0, 0);
+    // SAFETY: the handle is valid for the life of `nvml`; the out-pointers are live locals.
+    let rc = unsafe { sym(d.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
+    nvml_wrapper::error::nvml_try(rc)?;
+    Ok(RemappedRows {
+        correctable: u64::from(corr),
+        uncorrectable: u64::from(unc),
+        pending: pending != 0,
+        failed: failed != 0,
+    })
+}
+
+/// NVML_FI_DEV_MEMORY_TEMP: the HBM's temperature, where the GPU reports one.
+fn memory_temperature(d: &Device<'static>) -> Result<f64, NvmlError> {
+    let field = nvml_wrapper::structs::device::FieldId(MEMORY_TEMP_FIELD);
+    let mut values = d.field_values_for(&[field])?;
+    let sample = values.pop().ok_or(NvmlError::NotSupported)??;
+    match sample.value? {
+        nvml_wrapper::enums::device::SampleValue::U32(v) => Ok(f64::from(v)),
+        nvml_wrapper::enums::device::SampleValue::U64(v) => Ok(v as f64),
+        nvml_wrapper::enums::device::SampleValue::I64(v) => Ok(v as f64),
+        nvml_wrapper::enums::device::SampleValue::F64(v) => Ok(v),
+    }
+}
+
+const MEMORY_TEMP_FIELD: u32 = 82;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvml_errors_become_short_reasons() {
+        assert_eq!(error_reason(&NvmlError::InUse), "in_use");
+        assert_eq!(error_reason(&NvmlError::NoPermission), "no_permission");
+        assert_eq!(error_reason(&NvmlError::NotSupported), "not_supported");
+        assert_eq!(
+            error_reason(&NvmlError::UnexpectedVariant(999)),
+            "unexpected_variant"
+        );
+    }
 }

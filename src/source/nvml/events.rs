@@ -11,7 +11,16 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 
-type Counters = Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>>;
+/// What the watcher saw on one GPU. A GPU has an entry once its events are registered, so an
+/// empty one means "watched, no XID yet" and a missing one "not watched".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XidLog {
+    pub counts: BTreeMap<u32, u64>,
+    /// The most recent XID, as dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` reports it.
+    pub last: Option<u32>,
+}
+
+pub type Counters = Arc<Mutex<HashMap<String, XidLog>>>;
 
 pub struct XidWatcher {
     stop: Arc<AtomicBool>,
@@ -96,6 +105,11 @@ fn watch(nvml: &'static Nvml, counters: Counters, stop: Arc<AtomicBool>) {
     let Some((set, uuids)) = register(nvml) else {
         return;
     };
+    if let Ok(mut c) = counters.lock() {
+        for uuid in uuids.values() {
+            c.entry(uuid.clone()).or_default();
+        }
+    }
     while !stop.load(Ordering::Relaxed) {
         match set.wait(WAIT_MS) {
             Ok(event) => {
@@ -110,7 +124,9 @@ fn watch(nvml: &'static Nvml, counters: Counters, stop: Arc<AtomicBool>) {
                 let xid = u32::try_from(xid).unwrap_or(u32::MAX);
                 tracing::warn!(%uuid, xid, "XID error");
                 if let Ok(mut c) = counters.lock() {
-                    *c.entry(uuid).or_default().entry(xid).or_default() += 1;
+                    let log = c.entry(uuid).or_default();
+                    *log.counts.entry(xid).or_default() += 1;
+                    log.last = Some(xid);
                 }
             }
             Err(NvmlError::Timeout) => {}

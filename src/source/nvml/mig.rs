@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::device::gpm_between;
+use super::device::gpm_sampled;
 use super::ledger::{CallLedger, Outcome};
 use super::GpuState;
 use crate::model::{MemoryBytes, MigSample};
@@ -141,14 +141,10 @@ pub fn sample_instances(
             });
         let gpm = if gpu.gpm.is_some() {
             let previous = cache.gpm.entry(uuid.clone()).or_default();
-            ledger
-                .call(&key, "gpm_mig_sample", || {
-                    gpm_between(nvml, previous, || {
-                        parent.gpm_mig_sample(info.gpu_instance_id)
-                    })
-                })
-                .ok()
-                .flatten()
+            gpm_sampled(ledger, &key, "gpm_mig_sample", nvml, previous, || {
+                parent.gpm_mig_sample(info.gpu_instance_id)
+            })
+            .0
         } else {
             None
         };

@@ -11,9 +11,8 @@ mod mig;
 mod process;
 mod worker;
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use worker::GpuWorker;
@@ -84,6 +83,8 @@ struct GpuState {
     mig_enabled: Option<bool>,
     energy_joules: Option<f64>,
     pcie_replays: Option<u64>,
+    remapped_rows: Option<crate::model::RemappedRows>,
+    memory_temperature_celsius: Option<f64>,
     mig_slices_total: Option<u32>,
     gpm: Option<device::GpmState>,
     process_util: process::UtilizationReader,
@@ -99,6 +100,8 @@ impl GpuState {
             mig_enabled: None,
             energy_joules: None,
             pcie_replays: None,
+            remapped_rows: None,
+            memory_temperature_celsius: None,
             mig_slices_total: None,
             gpm: None,
             process_util: process::UtilizationReader::default(),
@@ -122,7 +125,7 @@ pub struct NvmlSource {
     gpus: Vec<GpuWorker>,
     last_slow: Option<Instant>,
     timeouts: u64,
-    xids: Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>>,
+    xids: events::Counters,
 }
 
 impl NvmlSource {
@@ -141,7 +144,7 @@ impl NvmlSource {
     }
 
     /// Counters the XID watcher thread increments, keyed by GPU UUID.
-    pub fn xid_counters(&self) -> Arc<Mutex<HashMap<String, BTreeMap<u32, u64>>>> {
+    pub fn xid_counters(&self) -> events::Counters {
         self.xids.clone()
     }
 
@@ -227,7 +230,11 @@ impl NvmlSource {
                     device::down(&w.identity)
                 }
             };
-            s.xid_counts = xids.get(&w.identity.uuid).cloned().unwrap_or_default();
+            if let Some(log) = xids.get(&w.identity.uuid) {
+                s.xid_counts = log.counts.clone();
+                s.last_xid = log.last;
+                s.xid_watched = true;
+            }
             gpus.push(s);
         }
         let mut errors = self.ledger.errors().clone();

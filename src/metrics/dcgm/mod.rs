@@ -1,0 +1,537 @@
+//! `--metrics.dcgm-compat`: dcgm-exporter's names, types, units and labels, built from the same
+//! snapshot as tessera's own families and encoded once per sample. Additive fields follow the
+//! tenant rule of [`split`]; per-GPU fields appear once per GPU.
+
+pub mod fields;
+mod split;
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use self::fields::{Field, Rule};
+use self::split::{split, Owner};
+use super::EncodeOptions;
+use crate::model::view::{ContainerUse, GpuView, MigView};
+use crate::model::{SharingMode, Snapshot};
+
+type Label = (Cow<'static, str>, Arc<str>);
+type LabelSet = Arc<[Label]>;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// dcgm-exporter's labels, in its order; `sharing_mode` is tessera's own.
+pub mod label {
+    pub const GPU: &str = "gpu";
+    pub const UUID: &str = "UUID";
+    pub const PCI_BUS_ID: &str = "pci_bus_id";
+    pub const DEVICE: &str = "device";
+    pub const MODEL_NAME: &str = "modelName";
+    pub const GPU_I_PROFILE: &str = "GPU_I_PROFILE";
+    pub const GPU_I_ID: &str = "GPU_I_ID";
+    pub const HOSTNAME: &str = "Hostname";
+    pub const DRIVER_VERSION: &str = "DCGM_FI_DRIVER_VERSION";
+    pub const CONTAINER: &str = "container";
+    pub const NAMESPACE: &str = "namespace";
+    pub const POD: &str = "pod";
+    pub const SHARING_MODE: &str = "sharing_mode";
+}
+
+/// The compat families of one sample, as OpenMetrics text ending in `# EOF`.
+#[derive(Debug, Clone, Default)]
+pub struct CompatExposition {
+    pub text: String,
+    pub series: usize,
+    pub truncated_label_values: usize,
+    /// Tenant series folded into the remainder by --metrics.max-series.
+    pub dropped_series: usize,
+}
+
+#[derive(Debug)]
+struct Out {
+    series: Vec<Vec<(LabelSet, f64)>>,
+    max_len: usize,
+    truncated: usize,
+    /// Per-tenant series on shared devices, the ones that grow with workloads, are capped by
+    /// --metrics.max-series; a tenant past the cap is folded into the remainder, so the sum
+    /// by GPU stays the device's value.
+    max_tenant_series: usize,
+    tenant_series: usize,
+    dropped: usize,
+}
+
+impl Out {
+    fn value(&mut self, v: &str) -> Arc<str> {
+        if v.len() <= self.max_len {
+            return Arc::from(v);
+        }
+        let mut end = self.max_len;
+        while !v.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.truncated += 1;
+        Arc::from(&v[..end])
+    }
+
+    fn push(&mut self, f: &Field, labels: &LabelSet, value: f64) {
+        if !value.is_finite() {
+            return;
+        }
+        if let Some(s) = self.series.get_mut(f.index) {
+            s.push((labels.clone(), value));
+        }
+    }
+}
+
+/// Whose pod labels a series carries.
+#[derive(Clone, Copy)]
+enum Pod<'a> {
+    Nobody,
+    Container(&'a ContainerUse),
+    /// One pod holds the device through several containers.
+    NoContainer(&'a ContainerUse),
+}
+
+/// The labels every series of a device shares, up to (not including) the pod labels.
+fn device_labels(
+    out: &mut Out,
+    node: &str,
+    driver: &str,
+    g: &GpuView,
+    mig: Option<&MigView>,
+) -> Vec<Label> {
+    let s = &g.sample;
+    let mut l: Vec<Label> = vec![
+        (label::GPU.into(), Arc::from(g.index.to_string())),
+        (label::UUID.into(), out.value(&g.uuid)),
+        (label::PCI_BUS_ID.into(), out.value(&s.pci_bus_id)),
+        // dcgm-exporter names the device by the GPU's index, not its minor number.
+        (
+            label::DEVICE.into(),
+            Arc::from(format!("nvidia{}", g.index)),
+        ),
+        (label::MODEL_NAME.into(), out.value(&s.model)),
+    ];
+    if let Some(m) = mig {
+        l.push((label::GPU_I_PROFILE.into(), out.value(&m.profile)));
+        l.push((
+            label::GPU_I_ID.into(),
+            Arc::from(m.sample.gpu_instance_id.to_string()),
+        ));
+    }
+    l.push((label::HOSTNAME.into(), out.value(node)));
+    l.push((label::DRIVER_VERSION.into(), out.value(driver)));
+    l
+}
+
+fn with_pod(out: &mut Out, base: &[Label], pod: Pod<'_>, mode: SharingMode) -> LabelSet {
+    let (container, namespace, name) = match pod {
+        Pod::Nobody => ("", "", ""),
+        Pod::Container(c) => (
+            c.pod.container.as_str(),
+            c.pod.namespace.as_str(),
+            c.pod.pod.as_str(),
+        ),
+        Pod::NoContainer(c) => ("", c.pod.namespace.as_str(), c.pod.pod.as_str()),
+    };
+    let mut l = base.to_vec();
+    l.push((label::CONTAINER.into(), out.value(container)));
+    l.push((label::NAMESPACE.into(), out.value(namespace)));
+    l.push((label::POD.into(), out.value(name)));
+    l.push((label::SHARING_MODE.into(), Arc::from(mode.as_label())));
+    l.into()
+}
+
+/// Devices one holder has to itself: a dcgm-exporter user expects its pod labels there.
+fn is_exclusive(mode: SharingMode) -> bool {
+    matches!(
+        mode,
+        SharingMode::Exclusive | SharingMode::Mig | SharingMode::Vgpu
+    )
+}
+
+/// The pod labels of per-GPU series: those of the one pod holding the GPU, else none.
+fn sole_pod(containers: &[ContainerUse]) -> Pod<'_> {
+    let pods: BTreeSet<(&str, &str)> = containers
+        .iter()
+        .map(|c| (c.pod.namespace.as_str(), c.pod.pod.as_str()))
+        .collect();
+    match (pods.len(), containers) {
+        (1, [only]) => Pod::Container(only),
+        (1, [first, ..]) => Pod::NoContainer(first),
+        _ => Pod::Nobody,
+    }
+}
+
+/// One device (a whole GPU or a MIG instance) and its holders, for the additive fields; the
+/// label sets are built once per device and shared by every field's series.
+struct Device<'a> {
+    holders: Vec<&'a ContainerUse>,
+    holder_labels: Vec<LabelSet>,
+    remainder: LabelSet,
+    exclusive: Option<usize>,
+    mig: bool,
+}
+
+impl<'a> Device<'a> {
+    fn new(
+        out: &mut Out,
+        base: &[Label],
+        mode: SharingMode,
+        holders: Vec<&'a ContainerUse>,
+        mig: bool,
+    ) -> Self {
+        let holder_labels = holders
+            .iter()
+            .map(|c| with_pod(out, base, Pod::Container(c), mode))
+            .collect();
+        Device {
+            exclusive: (is_exclusive(mode) && holders.len() == 1).then_some(0),
+            remainder: with_pod(out, base, Pod::Nobody, mode),
+            holders,
+            holder_labels,
+            mig,
+        }
+    }
+
+    fn emit(
+        &self,
+        out: &mut Out,
+        f: &Field,
+        device: Option<f64>,
+        tenant: impl Fn(&ContainerUse) -> Option<f64>,
+    ) {
+        let Some(device) = device else { return };
+        let figures: Vec<Option<f64>> = self
+            .holders
+            .iter()
+            .map(|c| {
+                let v = tenant(c)?;
+                if self.exclusive.is_none() {
+                    if out.tenant_series >= out.max_tenant_series {
+                        out.dropped += 1;
+                        return None;
+                    }
+                    out.tenant_series += 1;
+                }
+                Some(v)
+            })
+            .collect();
+        for (owner, v) in split(device, self.exclusive, &figures) {
+            let labels = match owner {
+                Owner::Holder(i) => match self.holder_labels.get(i) {
+                    Some(l) => l,
+                    None => continue,
+                },
+                Owner::Remainder => &self.remainder,
+            };
+            out.push(f, &labels.clone(), v);
+        }
+    }
+}
+
+fn additive(out: &mut Out, d: &Device<'_>, s: Additive) {
+    use fields::*;
+    let none = |_: &ContainerUse| None;
+    let share = |c: &ContainerUse| c.sm_utilization;
+    d.emit(out, &GR_ENGINE_ACTIVE, s.gr_engine, share);
+    d.emit(out, &GPU_UTIL, s.util.map(|u| u * 100.0), |c| {
+        c.sm_utilization.map(|u| u * 100.0)
+    });
+    d.emit(out, &MEM_COPY_UTIL, s.mem_util.map(|u| u * 100.0), none);
+    d.emit(out, &ENC_UTIL, s.enc_util.map(|u| u * 100.0), none);
+    d.emit(out, &DEC_UTIL, s.dec_util.map(|u| u * 100.0), none);
+    d.emit(
+        out,
+        &FB_USED,
+        s.fb_used_bytes.map(|b| b as f64 / MIB),
+        |c| Some(c.memory_used_bytes as f64 / MIB),
+    );
+    let g = s.gpm;
+    // On a MIG instance tessera's container figure is the instance's GPM SM activity.
+    let sm_share = |c: &ContainerUse| if d.mig { c.sm_utilization } else { None };
+    d.emit(out, &SM_ACTIVE, g.map(|g| g.sm_activity), sm_share);
+    d.emit(out, &SM_OCCUPANCY, g.map(|g| g.sm_occupancy), none);
+    d.emit(out, &PIPE_TENSOR_ACTIVE, g.map(|g| g.tensor_activity), none);
+    d.emit(out, &DRAM_ACTIVE, g.map(|g| g.dram_bandwidth), none);
+    d.emit(
+        out,
+        &PIPE_FP64_ACTIVE,
+        g.and_then(|g| g.fp64_activity),
+        none,
+    );
+    d.emit(
+        out,
+        &PIPE_FP32_ACTIVE,
+        g.and_then(|g| g.fp32_activity),
+        none,
+    );
+    d.emit(
+        out,
+        &PIPE_FP16_ACTIVE,
+        g.and_then(|g| g.fp16_activity),
+        none,
+    );
+    d.emit(
+        out,
+        &PCIE_TX_BYTES,
+        g.and_then(|g| g.pcie_tx_bytes_per_second),
+        none,
+    );
+    d.emit(
+        out,
+        &PCIE_RX_BYTES,
+        g.and_then(|g| g.pcie_rx_bytes_per_second),
+        none,
+    );
+    d.emit(
+        out,
+        &NVLINK_TX_BYTES,
+        g.and_then(|g| g.nvlink_tx_bytes_per_second),
+        none,
+    );
+    d.emit(
+        out,
+        &NVLINK_RX_BYTES,
+        g.and_then(|g| g.nvlink_rx_bytes_per_second),
+        none,
+    );
+}
+
+/// The device values of the additive fields.
+#[derive(Clone, Copy)]
+struct Additive {
+    gr_engine: Option<f64>,
+    util: Option<f64>,
+    mem_util: Option<f64>,
+    enc_util: Option<f64>,
+    dec_util: Option<f64>,
+    fb_used_bytes: Option<u64>,
+    gpm: Option<crate::model::GpmActivity>,
+}
+
+fn per_gpu(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
+    use fields::*;
+    let s = &g.sample;
+    let base = device_labels(out, node, driver, g, None);
+    let labels = with_pod(out, &base, sole_pod(&g.containers), g.sharing_mode);
+    // The last XID stays visible on a lost GPU: XID 79 is how it got lost. 0 (dcgm-exporter's
+    // "none") only while the events are watched; unwatched, nothing could have been seen.
+    let last_xid = match (s.last_xid, s.xid_watched) {
+        (Some(x), _) => Some(f64::from(x)),
+        (None, true) => Some(0.0),
+        (None, false) => None,
+    };
+    if let Some(x) = last_xid {
+        out.push(&XID_ERRORS, &labels, x);
+    }
+    if !s.up {
+        return;
+    }
+    let mhz = |hz: Option<f64>| hz.map(|h| (h / 1e6).round());
+    let mem = s.memory;
+    let values = [
+        (&SM_CLOCK, mhz(s.sm_clock_hertz)),
+        (&MEM_CLOCK, mhz(s.memory_clock_hertz)),
+        (&MEMORY_TEMP, s.memory_temperature_celsius),
+        (&GPU_TEMP, s.temperature_celsius),
+        (&POWER_USAGE, s.power_watts),
+        (&TOTAL_ENERGY, s.energy_joules.map(|j| (j * 1000.0).round())),
+        (&PCIE_REPLAY, s.pcie_replays.map(|n| n as f64)),
+        (
+            &FB_FREE,
+            mem.map(|m| m.total.saturating_sub(m.used).saturating_sub(m.reserved) as f64 / MIB),
+        ),
+        (&FB_RESERVED, mem.map(|m| m.reserved as f64 / MIB)),
+        (
+            &UNCORRECTABLE_REMAPPED_ROWS,
+            s.remapped_rows.map(|r| r.uncorrectable as f64),
+        ),
+        (
+            &CORRECTABLE_REMAPPED_ROWS,
+            s.remapped_rows.map(|r| r.correctable as f64),
+        ),
+        (
+            &ROW_REMAP_FAILURE,
+            s.remapped_rows.map(|r| if r.failed { 1.0 } else { 0.0 }),
+        ),
+    ];
+    for (f, v) in values {
+        if let Some(v) = v {
+            out.push(f, &labels, v);
+        }
+    }
+}
+
+fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
+    let s = &g.sample;
+    if !s.up {
+        return;
+    }
+    if s.mig_enabled == Some(true) {
+        for m in &g.mig {
+            mig_device(out, node, driver, g, m);
+        }
+        return;
+    }
+    let base = device_labels(out, node, driver, g, None);
+    let holders = g
+        .containers
+        .iter()
+        .filter(|c| c.mig_uuid.is_none())
+        .collect();
+    let d = Device::new(out, &base, g.sharing_mode, holders, false);
+    additive(
+        out,
+        &d,
+        Additive {
+            gr_engine: s.utilization,
+            util: s.utilization,
+            mem_util: s.memory_utilization,
+            enc_util: s.encoder_utilization,
+            dec_util: s.decoder_utilization,
+            fb_used_bytes: s.memory.map(|m| m.used),
+            gpm: s.gpm,
+        },
+    );
+}
+
+fn mig_device(out: &mut Out, node: &str, driver: &str, g: &GpuView, m: &MigView) {
+    let base = device_labels(out, node, driver, g, Some(m));
+    let holders = g
+        .containers
+        .iter()
+        .filter(|c| c.mig_uuid.as_deref() == Some(m.uuid.as_str()))
+        .collect();
+    let d = Device::new(out, &base, m.sharing_mode, holders, true);
+    let gpm = m.sample.gpm.map(|a| crate::model::GpmActivity {
+        // Bus traffic is the GPU's, not the instance's.
+        pcie_tx_bytes_per_second: None,
+        pcie_rx_bytes_per_second: None,
+        nvlink_tx_bytes_per_second: None,
+        nvlink_rx_bytes_per_second: None,
+        ..a
+    });
+    additive(
+        out,
+        &d,
+        Additive {
+            gr_engine: gpm.and_then(|a| a.graphics_activity),
+            util: None,
+            mem_util: None,
+            enc_util: None,
+            dec_util: None,
+            fb_used_bytes: m.sample.memory.map(|m| m.used),
+            gpm,
+        },
+    );
+}
+
+impl Collector for Out {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for (f, series) in fields::ALL.iter().zip(&self.series) {
+            if series.is_empty() {
+                continue;
+            }
+            // Gauges all: an OpenMetrics counter must end in `_total`, and dcgm-exporter's two
+            // counters (energy, PCIe replays) are queried by their bare names.
+            let mut family = encoder.encode_descriptor(f.name, f.help, None, MetricType::Gauge)?;
+            for (labels, value) in series {
+                let labels: &[Label] = labels;
+                let metric = family.encode_family(&labels)?;
+                ConstGauge::new(*value).encode(metric)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> CompatExposition {
+    let mut out = Out {
+        series: std::iter::repeat_with(Vec::new)
+            .take(fields::ALL.len())
+            .collect(),
+        max_len: opts.max_label_value_len,
+        truncated: 0,
+        max_tenant_series: opts.max_series,
+        tenant_series: 0,
+        dropped: 0,
+    };
+    for g in &snap.gpus {
+        per_gpu(&mut out, &snap.node, &snap.driver_version, g);
+        gpu_devices(&mut out, &snap.node, &snap.driver_version, g);
+    }
+    let series = out.series.iter().map(Vec::len).sum();
+    let truncated_label_values = out.truncated;
+    let dropped_series = out.dropped;
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(out));
+    let mut text = String::with_capacity(series * 360);
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
+        tracing::error!(error = %e, "encoding the dcgm-compat metrics failed");
+    }
+    CompatExposition {
+        text,
+        series,
+        truncated_label_values,
+        dropped_series,
+    }
+}
+
+/// docs/metrics.md's compat section, generated from [`fields`].
+pub fn markdown_reference() -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "\n## dcgm-exporter compatibility (`--metrics.dcgm-compat`)\n\n\
+         Served on /metrics beside tessera's families, and alone on `--web.dcgm-listen-address`. \
+         Labels: `gpu`, `UUID`, `pci_bus_id`, `device` (`nvidia<gpu>`), `modelName`, \
+         `GPU_I_PROFILE` and `GPU_I_ID` (MIG instances only), `Hostname` (the node name), \
+         `DCGM_FI_DRIVER_VERSION`, `container`, `namespace`, `pod`, and tessera's `sharing_mode`. \
+         Every family is exposed as a gauge so it keeps dcgm-exporter's exact name (an \
+         OpenMetrics counter must end in `_total`); `rate()` works on it as before.\n\n\
+         ### The tenant rule\n\n\
+         | field kind | exclusive GPU (or vGPU) or MIG instance, one holder | shared device (time-slicing, MPS, fractional, several holders) | no holder |\n\
+         |---|---|---|---|\n\
+         | additive | one series with the holder's `container`/`namespace`/`pod` (as dcgm-exporter) | one series per tenant whose figure tessera knows, plus one remainder series with empty pod labels = device − attributed (never below 0); `sum by (UUID)` = device value; a tenant whose figure is withheld gets no series and its part stays in the remainder | one series with empty pod labels |\n\
+         | per GPU | once per GPU, with the holder's pod labels | once per GPU: the pod labels of the one pod holding it, if only one does now, else empty | once per GPU, empty pod labels |\n\n\
+         On a MIG GPU the additive fields are per MIG instance (`GPU_I_ID`, `GPU_I_PROFILE`), split \
+         among the instance's holders by the same rule: there `sum by (UUID, GPU_I_ID)` is the \
+         instance's value (ratios of different instances do not add up to the GPU's); with `--collect.mig=false` a \
+         MIG GPU has its per-GPU fields only. Per-GPU fields carry `container` only when \
+         one container holds the GPU; one pod with several containers gets `namespace`/`pod` alone. \
+         If the tenants' figures add up to more than the device's (they are sampled apart), the \
+         remainder is 0 and nothing is scaled. Per-tenant series count against \
+         `--metrics.max-series`; a tenant past it is folded into the remainder (and counted in \
+         `tessera_series_dropped`), so the sum by GPU holds.\n\n\
+         | field | dcgm type | unit | rule | tessera's source |\n|---|---|---|---|---|\n",
+    );
+    for f in fields::ALL {
+        let rule = match f.rule {
+            Rule::Additive => "additive",
+            Rule::PerGpu => "per GPU",
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {rule} | {} |",
+            f.name, f.dcgm_type, f.unit, f.source
+        );
+    }
+    out.push_str(
+        "\nFields of dcgm-exporter's default set that tessera does not serve (absent, never 0):\n\n\
+         | field | why |\n|---|---|\n",
+    );
+    for (name, why) in fields::ABSENT {
+        let _ = writeln!(out, "| `{name}` | {why} |");
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
