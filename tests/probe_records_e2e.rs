@@ -94,8 +94,9 @@ fn a_second_candidate_turns_records_on_and_alone_nothing_is_sent() {
         stand_in_probe(&socket, 0.25, &logs[1]),
     ]);
     let (a, b) = (clients.0[0].id(), clients.0[1].id());
-    // A alone on GPU 0 for 5 s, then B beside it, time-sliced.
-    let shared_at_ms = 5_000;
+    // A alone on GPU 0 for 8 s (room for a slow start under load), then B beside it,
+    // time-sliced.
+    let shared_at_ms = 8_000;
     let yaml = format!(
         "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: 50 }}\n    processes:\n      - {{ pid: {a}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 50 }}\n  - at_ms: {shared_at_ms}\n    gpus:\n      - {{ gpu: 0, utilization: 75 }}\n    processes:\n      - {{ pid: {a}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 60 }}\n      - {{ pid: {b}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 15 }}\n"
     );
