@@ -395,7 +395,7 @@ fn reporter(socket: PathBuf, budget: f64) {
         std::thread::sleep(wake.saturating_duration_since(now));
         // What tessera said since the last wake applies from this one: records go on within
         // a second of the message, before this second's report.
-        if let Some((_, s)) = conn.as_ref() {
+        if let Some((_, s)) = conn.as_ref().filter(|(p, _)| *p == std::process::id()) {
             if !read_control(s, &mut control) {
                 lost_tessera(&mut conn, &mut control);
             }
@@ -428,9 +428,10 @@ fn reporter(socket: PathBuf, budget: f64) {
             last = p;
         }
         let pid = std::process::id();
-        // A forked child must not speak on its parent's connection.
+        // A forked child must not speak on its parent's connection, nor keep what tessera
+        // told its parent: its own connection starts with records off.
         if conn.as_ref().is_some_and(|(p, _)| *p != pid) {
-            conn = None;
+            lost_tessera(&mut conn, &mut control);
         }
         let records_on = records_wanted();
         let full = conn.is_none() || (records_on && !reported_on);
