@@ -23,10 +23,11 @@
 //! known and above the threshold; and otherwise unknown, which is counted apart and never
 //! as idle.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::timeslice::{time_sliced_shares, ProbeStages};
 use super::{ProcessKind, ProcessSample};
 
 /// Below this share of device time a process or container counts as idle for that sample.
@@ -50,6 +51,9 @@ pub struct ProbeReading {
     pub busy_seconds: f64,
     /// Cumulative kernels completed.
     pub kernels: u64,
+    /// Kernels completed over the window (between the same two reports as `busy_ratio`);
+    /// `None` when there is no busy ratio.
+    pub window_kernels: Option<u64>,
 }
 
 /// One process's kernel timeline from the probe over the trailing window, per millisecond
@@ -137,6 +141,9 @@ pub struct DeviceSplit {
     pub probe_scale: Option<f64>,
     /// One line for people: why shares are what they are.
     pub why: String,
+    /// Under time-slicing with timelines: what each step of the split gave each process.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub probe_stages: BTreeMap<u32, ProbeStages>,
     #[serde(skip)]
     pub shares: HashMap<u32, ProcessShare>,
 }
@@ -187,6 +194,9 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             candidates.push(p.pid);
         }
     }
+    let (seen_idle, unexplained) = idle_by_probe(&candidates, d);
+    candidates.retain(|pid| !seen_idle.contains(pid));
+    quiet.extend(&seen_idle);
     candidates.sort_unstable();
     quiet.sort_unstable();
     let mut shares: HashMap<u32, ProcessShare> = quiet
@@ -220,6 +230,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         quiet,
         probe_scale: None,
         why: String::new(),
+        probe_stages: BTreeMap::new(),
         shares: HashMap::new(),
     };
     if candidates.is_empty() {
@@ -241,7 +252,14 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             .then(|| time_sliced_shares(&probed, &d.activity.probe_timelines))
             .flatten();
         let from_timelines = timelines.is_some();
-        let probed = timelines.unwrap_or(probed);
+        let probed = match timelines {
+            Some(stages) => {
+                let shares = stages.iter().map(|(pid, s)| (*pid, s.share)).collect();
+                out.probe_stages = stages.into_iter().collect();
+                shares
+            }
+            None => probed,
+        };
         let sum: f64 = probed.iter().map(|(_, b)| b).sum();
         // Under time-slicing without timelines, a kernel's span includes other tenants'
         // slices: scale the spans to the busy time the device measured. With timelines the
@@ -255,12 +273,13 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             _ => 1.0,
         };
         for (pid, b) in probed {
-            let v = (b * scale).clamp(0.0, 1.0);
+            // No kernel record is not yet no kernel: one running through the window has none.
+            let v = Some((b * scale).clamp(0.0, 1.0)).filter(|_| !unexplained.contains(&pid));
             shares.insert(
                 pid,
                 ProcessShare {
-                    share: Some(v),
-                    busy_ratio: Some(v),
+                    share: v,
+                    busy_ratio: v,
                     quiet: false,
                 },
             );
@@ -346,76 +365,67 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             );
         }
     }
+    if !seen_idle.is_empty() {
+        let pids: Vec<String> = seen_idle.iter().map(u32::to_string).collect();
+        out.why = format!(
+            "{}; the probe saw pid {} launch no kernel while the others' kernels explain the \
+             device's busy time: idle",
+            out.why,
+            pids.join(", ")
+        );
+    }
     out.shares = shares;
     out
 }
 
-/// A probe that traced this much of the window traced all of it (report timing jitters).
-const FULLY_TRACED: f64 = 0.98;
-/// Fewer milliseconds traced by every tenant than this, and the timelines say too little.
-const MIN_COMMON_TRACED_MS: usize = 50;
-
 const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
-    covered is split by the kernels' solo durations";
+    covered is split among them (spans that overlap, by the kernels' solo durations)";
 
-/// Time-sliced shares from the probes' timelines, or `None` unless every candidate has one.
+/// The others' probe busy time must explain at least this much of the device's measured busy
+/// time before a process the probe saw launch nothing counts idle (NVML's figure and the
+/// spans differ by a few points; a kernel running through the whole window shows in NVML's
+/// figure and in nobody's spans).
+const EXPLAINED_SHARE: f64 = 0.8;
+const EXPLAINED_SLACK: f64 = 0.02;
+
+/// Candidates whose probe, records on for the whole window, reported no kernel: idle whatever
+/// their CPU does (a process that holds memory and spins a core). A kernel still running
+/// has no record yet, so this holds only where that cannot hide: the device is idle, or the
+/// other candidates all carry the probe and their kernels explain the device's busy time.
+/// A probe with records off reports itself off and has no reading, so it is never idle here.
 ///
-/// A time-sliced GPU runs one context at a time. A millisecond only one process's kernels
-/// covered is wholly its own. Where several covered it, each open span may include the
-/// others' slices, so a process gets what its kernels' solo durations explain: a short kernel
-/// that only starts in its own slice counts in full, a long one stretched over the others'
-/// slices counts its solo part. If the solo parts add up past the millisecond (kernels that
-/// never ran alone, so their estimate is stretched too), they are scaled to fit, which is an
-/// even split when every tenant is stretched alike. The rest of the millisecond went to
-/// switching between contexts and is nobody's.
-fn time_sliced_shares(
-    probed: &[(u32, f64)],
-    timelines: &HashMap<u32, ProbeTimeline>,
-) -> Option<Vec<(u32, f64)>> {
-    let lines: Vec<&ProbeTimeline> = probed
+/// Returns those idle, and those whose probe saw nothing where that is not enough: their
+/// share is withheld rather than read as 0.
+fn idle_by_probe(candidates: &[u32], d: &DeviceCompute<'_>) -> (Vec<u32>, Vec<u32>) {
+    let saw_nothing = |pid: &u32| {
+        d.activity.probe.get(pid).is_some_and(|r| {
+            r.window_kernels == Some(0)
+                && r.busy_ratio.is_some_and(|b| b < IDLE_SHARE)
+                && r.traced_share.is_none_or(|t| t >= FULLY_TRACED)
+        })
+    };
+    let (idle, others): (Vec<u32>, Vec<u32>) = candidates.iter().partition(|p| saw_nothing(p));
+    if idle.is_empty() {
+        return (idle, Vec::new());
+    }
+    let Some(device) = d.device_activity else {
+        return (Vec::new(), idle);
+    };
+    if device < IDLE_SHARE {
+        return (idle, Vec::new());
+    }
+    let explained: Option<f64> = others
         .iter()
-        .map(|(pid, _)| timelines.get(pid))
-        .collect::<Option<_>>()?;
-    let len = lines.first()?.covered.len();
-    if len == 0
-        || lines
-            .iter()
-            .any(|l| l.covered.len() != len || l.solo.len() != len || l.traced.len() != len)
-    {
-        return None;
+        .map(|pid| d.activity.probe.get(pid)?.busy_ratio)
+        .sum();
+    match explained {
+        Some(e) if e + EXPLAINED_SLACK >= device * EXPLAINED_SHARE => (idle, Vec::new()),
+        _ => (Vec::new(), idle),
     }
-    // Only milliseconds every tenant traced can be split: probes tracing in duty cycles
-    // share their slots (the schedule nests), and the shares are over those milliseconds.
-    let mut busy = vec![0.0; lines.len()];
-    let mut common = 0usize;
-    for k in (0..len).filter(|k| lines.iter().all(|l| l.traced[*k])) {
-        common += 1;
-        let covered: f64 = lines.iter().map(|l| l.covered[k]).sum();
-        let solo: f64 = lines.iter().map(|l| l.solo[k]).sum();
-        for (b, l) in busy.iter_mut().zip(&lines) {
-            let own = l.covered[k];
-            if own <= 0.0 {
-                continue;
-            }
-            *b += if covered - own > 0.0 {
-                l.solo[k] / solo.max(1.0)
-            } else {
-                own
-            };
-        }
-    }
-    if common < MIN_COMMON_TRACED_MS {
-        return None;
-    }
-    Some(
-        probed
-            .iter()
-            .zip(busy)
-            .map(|((pid, _), b)| (*pid, (b / common as f64).clamp(0.0, 1.0)))
-            .collect(),
-    )
 }
 
+/// A probe that traced this much of the window traced all of it (report timing jitters).
+const FULLY_TRACED: f64 = 0.98;
 /// A container's activity from its processes' shares on one device.
 pub fn container_activity(split: &DeviceSplit, pids: &[u32], share: Option<f64>) -> Activity {
     if split.method == SplitMethod::Idle || pids.is_empty() {

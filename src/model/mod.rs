@@ -13,6 +13,7 @@ pub mod identity;
 pub mod join;
 pub mod limits;
 pub mod sharing;
+pub mod timeslice;
 
 use std::collections::BTreeMap;
 
