@@ -219,7 +219,17 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
     let probed: Vec<(u32, f64)> = candidates
         .iter()
         .filter_map(|pid| {
-            let b = d.activity.probe.get(pid)?.busy_ratio?;
+            let r = d.activity.probe.get(pid)?;
+            let b = r.busy_ratio?;
+            let b = match r.traced_share {
+                Some(t) if t < FULLY_TRACED => d
+                    .activity
+                    .probe_timelines
+                    .get(pid)
+                    .and_then(traced_coverage)
+                    .unwrap_or(b),
+                _ => b,
+            };
             Some((*pid, b.clamp(0.0, 1.0)))
         })
         .collect();
@@ -426,6 +436,21 @@ fn idle_by_probe(candidates: &[u32], d: &DeviceCompute<'_>) -> (Vec<u32>, Vec<u3
 
 /// A probe that traced this much of the window traced all of it (report timing jitters).
 const FULLY_TRACED: f64 = 0.98;
+/// A throttled probe's busy ratio from its timeline: the covered share of the milliseconds it
+/// traced. Its span total over its traced time is not that: measured on the H100, a process
+/// replaying CUDA graphs keeps producing kernel records while the probe has them off (the
+/// graph's launches carry them), so its spans over its traced time read 0.92 for a process
+/// 40 % busy. The timeline marks those milliseconds untraced and counts none of it.
+fn traced_coverage(t: &ProbeTimeline) -> Option<f64> {
+    let (n, sum) = t
+        .covered
+        .iter()
+        .zip(&t.traced)
+        .filter(|(_, tr)| **tr)
+        .fold((0usize, 0.0), |(n, s), (c, _)| (n + 1, s + c));
+    (n >= super::timeslice::MIN_COMMON_TRACED_MS).then(|| sum / n as f64)
+}
+
 /// A container's activity from its processes' shares on one device.
 pub fn container_activity(split: &DeviceSplit, pids: &[u32], share: Option<f64>) -> Activity {
     if split.method == SplitMethod::Idle || pids.is_empty() {

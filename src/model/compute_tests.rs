@@ -479,3 +479,27 @@ fn a_memory_holder_the_probe_saw_launch_nothing_is_idle_whatever_its_cpu_does() 
     let s = run(&[proc(2, None)], Some(0.0), false, &activity(&[(2, 1.0)], &[(2, 0.0)]));
     assert_eq!(s.method, SplitMethod::Idle);
 }
+
+#[test]
+fn a_throttled_probes_busy_ratio_comes_from_the_milliseconds_it_traced() {
+    // Measured (issue 21): CUDA-graph inference 40 % busy, its probe tracing 30 % of the time
+    // in duty cycles; graph replays kept recording kernels while records were off, so spans
+    // over traced time read 1.0. The timeline marks untraced milliseconds and reads 0.4.
+    let n = 1_000;
+    let t = ProbeTimeline {
+        covered: (0..n).map(|k| if k % 10 < 4 { 1.0 } else { 0.0 }).collect(),
+        solo: vec![0.0; n],
+        traced: (0..n).map(|k| (k / 100) % 3 == 0).collect(),
+    };
+    let procs = [proc(1, Some(0.4))];
+    let mut act = activity(&[(1, 0.5)], &[(1, 1.0)]);
+    act.probe.get_mut(&1).unwrap().traced_share = Some(0.3);
+    act.probe_timelines = HashMap::from([(1, t)]);
+    let s = run(&procs, Some(0.41), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    assert!((s.share_of(1).share.unwrap() - 0.4).abs() < 1e-9, "{s:?}");
+    // Traced in full, the span total stands.
+    act.probe.get_mut(&1).unwrap().traced_share = None;
+    let s = run(&procs, Some(0.41), false, &act);
+    assert_eq!(s.share_of(1).share, Some(1.0));
+}

@@ -13,7 +13,10 @@ export PYTHONUNBUFFERED=1
 CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
 export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/tessera-probe.sock
 CAL=/tmp/suite-calib.json
-[ -s "$CAL" ] || python3 suite.py calibrate "$CAL" | tee "$OUT/calib.txt"
+if [ ! -s "$CAL" ]; then
+  python3 suite.py calibrate "$CAL" > "$OUT/calib.txt" 2>&1 || { cat "$OUT/calib.txt"; exit 1; }
+fi
+cat "$OUT/calib.txt" 2>/dev/null
 cp "$CAL" "$OUT/raw/"
 common=(--sample.interval=1s --nvml.process-interval=1s --kubelet.enabled=false --kube.enabled=false --web.enable-debug=true)
 env -u TESSERA_PROBE_SOCKET "$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/tessera-default.log" 2>&1 & T1=$!
