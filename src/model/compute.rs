@@ -7,7 +7,10 @@
 //!
 //! * a process is *quiet* when NVML books it nothing, the probe (if any) saw no kernels, and
 //!   its CPU time over the trailing window is near zero: a process that launches kernels
-//!   spends CPU doing so. Everything else that runs on the device is a *candidate*;
+//!   spends CPU doing so. So is one whose probe traced the whole window and saw no kernel,
+//!   whatever its CPU does, where the device is idle or the other candidates' probes explain
+//!   its busy time (a kernel still running has no record yet). Everything else that runs on
+//!   the device is a *candidate*;
 //! * with the CUDA probe on every candidate, each process's share is its kernel busy time.
 //!   Under time-slicing a kernel's span includes the other tenants' slices, so the tenants'
 //!   millisecond timelines are set side by side and each shared millisecond is split by the

@@ -19,8 +19,8 @@ fi
 cat "$OUT/calib.txt" 2>/dev/null
 cp "$CAL" "$OUT/raw/"
 common=(--sample.interval=1s --nvml.process-interval=1s --kubelet.enabled=false --kube.enabled=false --web.enable-debug=true)
-env -u TESSERA_PROBE_SOCKET "$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/tessera-default.log" 2>&1 & T1=$!
-"$TESSERA" --web.listen-address=127.0.0.1:9950 "${common[@]}" --probe.socket=$TESSERA_PROBE_SOCKET > "$OUT/tessera-probe.log" 2>&1 & T2=$!
+env -u TESSERA_PROBE_SOCKET "$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/raw/tessera-default.log" 2>&1 & T1=$!
+"$TESSERA" --web.listen-address=127.0.0.1:9950 "${common[@]}" --probe.socket=$TESSERA_PROBE_SOCKET > "$OUT/raw/tessera-probe.log" 2>&1 & T2=$!
 sleep 2
 DUR=${DUR:-18}; LEAD=${LEAD:-14}
 case_() { # name, then pairs: kind util
@@ -37,6 +37,7 @@ case_() { # name, then pairs: kind util
   wait $W $D $P
   local failed=0 pid; for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
   python3 suite_summary.py "$name" "$failed" | tee -a "$OUT/suite.jsonl"
+  echo "$(date -u +%T) $name done" >&2
   cp /tmp/$name-*.json "$OUT/raw/" 2>/dev/null
 }
 want() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
@@ -49,6 +50,7 @@ if [ -z "${MPS:-}" ]; then
   want ts-train40-eager25 && case_ ts-train40-eager25 train 0.4 infer-eager 0.25
   want ts-micro20-long30 && case_ ts-micro20-long30 micro 0.2 long 0.3
   want ts-6mixed && case_ ts-6mixed infer-graph 0.1 infer-graph 0.1 infer-eager 0.08 train 0.15 micro 0.05 matmul 0.1
+  want ts-6mixed-b && case_ ts-6mixed-b infer-graph 0.1 infer-graph 0.1 infer-eager 0.08 long 0.15 micro 0.05 matmul 0.1
   want alone-train50 && case_ alone-train50 train 0.5
   want holder-alone && case_ holder-alone holder 0
   # held back: never looked at while choosing the split rule
