@@ -262,7 +262,20 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         }
     } else if !probed.is_empty() && probed.len() == candidates.len() {
         let timelines = (!d.mps && !d.mig_instance && probed.len() > 1)
-            .then(|| time_sliced_shares(&probed, &d.activity.probe_timelines))
+            .then(|| {
+                let sampled: Vec<u32> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|pid| {
+                        d.activity
+                            .probe
+                            .get(pid)
+                            .and_then(|r| r.traced_share)
+                            .is_some_and(|t| t < FULLY_TRACED)
+                    })
+                    .collect();
+                time_sliced_shares(&probed, &d.activity.probe_timelines, &sampled)
+            })
             .flatten();
         let from_timelines = timelines.is_some();
         let probed = match timelines {

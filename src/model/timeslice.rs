@@ -15,12 +15,16 @@
 //!   when they add up past the millisecond (kernels that never ran alone, an even split when
 //!   every tenant is stretched alike). The rest went to switching and is nobody's.
 //!
-//! The timeline gives each process the *fraction* of its own span time that was its own; the
-//! amount comes from its span total over the activity window (`ProbeReading::busy_ratio`).
-//! The timeline is read 2 s behind each probe's clock, and a probe hands its records over
-//! only once its CUPTI buffer holds no kernel still running: a record later than that leaves
-//! the window's last milliseconds short, which once cost a busy tenant beside a process that
-//! launched nothing 4 points. A fraction survives a short tail; a sum does not.
+//! For a probe that traced the whole window, the timeline gives the *fraction* of its span time
+//! that was its own; the amount comes from its span total over the activity window
+//! (`ProbeReading::busy_ratio`). The timeline is read 2 s behind each probe's clock, and a
+//! probe hands its records over only once its CUPTI buffer holds no kernel still running: a
+//! record later than that leaves the window's last milliseconds short, which once cost a busy
+//! tenant beside a process that launched nothing 4 points. A fraction survives a short tail; a
+//! sum does not. A probe tracing in duty cycles has no span total of the window, only its
+//! traced milliseconds: its share is its own time over the milliseconds every tenant traced
+//! (measured on the H100, multiplying two samples of different milliseconds moved four
+//! CUDA-graph tenants by ±4 points against the timeline alone).
 
 use std::collections::HashMap;
 
@@ -50,7 +54,8 @@ pub struct ProbeStages {
     pub own_by_solo: f64,
     /// Its own time by the timeline, as the split now takes it.
     pub own: f64,
-    /// `spans` × (`own` / `timeline_covered`): the share before the device's cap.
+    /// `spans` × (`own` / `timeline_covered`), or `own` from a probe tracing in duty cycles:
+    /// the share before the device's cap.
     pub share: f64,
 }
 
@@ -59,6 +64,7 @@ pub struct ProbeStages {
 pub fn time_sliced_shares(
     probed: &[(u32, f64)],
     timelines: &HashMap<u32, ProbeTimeline>,
+    sampled: &[u32],
 ) -> Option<Vec<(u32, ProbeStages)>> {
     let lines: Vec<&ProbeTimeline> = probed
         .iter()
@@ -127,7 +133,11 @@ pub fn time_sliced_shares(
                     },
                     own_by_solo: per(own_by_solo[i]),
                     own: per(own[i]),
-                    share: (spans * fraction).clamp(0.0, 1.0),
+                    share: if sampled.contains(pid) {
+                        per(own[i])
+                    } else {
+                        (spans * fraction).clamp(0.0, 1.0)
+                    },
                 };
                 (*pid, stages)
             })
