@@ -274,6 +274,20 @@ fn throttled_timelines_are_split_over_the_milliseconds_every_tenant_traced() {
         "{x} {y}"
     );
     assert!(s.why.contains("timelines"), "{}", s.why);
+    // Reported as sampled, each takes its own time over the common milliseconds (its span
+    // total, from its own traced milliseconds, is another sample): the same reading here.
+    act.probe.get_mut(&1).unwrap().traced_share = Some(0.5);
+    act.probe.get_mut(&2).unwrap().traced_share = Some(0.125);
+    let s = run(&procs, Some(0.90), false, &act);
+    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!(
+        (x - 0.6).abs() < 0.005 && (y - 0.2).abs() < 0.005,
+        "{x} {y}"
+    );
+    assert!((s.probe_stages[&2].share - s.probe_stages[&2].own).abs() < 1e-12);
+    assert!(s.why.contains("sampled"), "{}", s.why);
+    act.probe.get_mut(&1).unwrap().traced_share = None;
+    act.probe.get_mut(&2).unwrap().traced_share = None;
     // No millisecond traced by both: the timelines say nothing, totals are scaled instead.
     for (k, t) in b.traced.iter_mut().enumerate() {
         *t = !a.traced[k];

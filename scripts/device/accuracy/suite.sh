@@ -57,6 +57,8 @@ if [ -z "${MPS:-}" ]; then
   want ts-2xtrain30 && case_ ts-2xtrain30 train 0.3 train 0.3
   want ts-3xeager15-long20 && case_ ts-3xeager15-long20 infer-eager 0.15 infer-eager 0.15 infer-eager 0.15 long 0.2
   want ts-graph60-micro10 && case_ ts-graph60-micro10 infer-graph 0.6 micro 0.1
+  want ts-3xgraph20 && case_ ts-3xgraph20 infer-graph 0.2 infer-graph 0.2 infer-graph 0.2
+  want ts-graph30-eager30 && case_ ts-graph30-eager30 infer-graph 0.3 infer-eager 0.3
 else
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
