@@ -408,7 +408,11 @@ fn every_figure_the_evidence_allows_and_none_a_lying_probe_could_shift() {
         ok
     });
     let got: Vec<_> = want.iter().map(|(g, _)| method(&last, *g)).collect();
-    assert!(settled, "methods {got:?}\n{last}");
+    assert!(
+        settled,
+        "methods {got:?}\n{}",
+        e.get("/debug/attribution").map(|x| x.1).unwrap_or_default()
+    );
     let m = last;
 
     // 0: the container gets the GPU's reading; its processes' shares stay withheld.

@@ -237,3 +237,80 @@ fn duty_cycled_probes_are_split_over_the_milliseconds_both_traced() {
         &["CUDA probe timelines", "sampled: a probe traced 1"],
     );
 }
+
+/// A process that holds a context and spins a core, its probe reporting (records on) no
+/// kernel ever: version 1 frames with zero kernels, sent between busy loops.
+fn spinning_holder_client(socket: &std::path::Path) -> Child {
+    let script = r#"
+import socket, struct, sys, time
+path = sys.argv[1]
+while True:
+    try:
+        s = socket.socket(socket.AF_UNIX); s.connect(path); break
+    except OSError:
+        time.sleep(0.05)
+while True:
+    try:
+        s.sendall(b"TSP1" + struct.pack("<IQQII", 1, 0, 0, 0, 0))
+    except OSError:
+        sys.exit(0)  # tessera stopped
+    t = time.time()
+    while time.time() - t < 0.2:
+        pass
+"#;
+    run_client(script, socket, &[])
+}
+
+#[test]
+fn a_spinning_memory_holder_is_idle_with_the_probe_and_unknown_without() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    // Issue 21's case: inference at 40 % beside a process that holds memory and spins a core.
+    let clients = Clients(vec![
+        fake_probe_client(&socket, 0.4),
+        spinning_holder_client(&socket),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let yaml = format!(
+        "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: 40 }}\n    processes:\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 30 }}\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 10 }}\n",
+        pids[0], pids[1]
+    );
+    let path = dir.path().join("holder.yaml");
+    std::fs::write(&path, yaml).expect("scenario");
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .arg("--web.enable-debug=true")
+        .start();
+    let quiet = format!("\"quiet\":[{}]", pids[1]);
+    e.wait_until("the holder counted idle", |e| {
+        e.get("/debug/attribution")
+            .is_ok_and(|(_, d)| d.contains(&quiet))
+    });
+    let m = e.metrics();
+    let busy = process_value(&m, "gpu_process_sm_utilization_ratio", pids[0]).unwrap_or(-1.0);
+    assert!((busy - 0.4).abs() < 0.05, "{busy}\n{m}");
+    assert_eq!(
+        process_value(&m, "gpu_process_sm_utilization_ratio", pids[1]),
+        Some(0.0),
+        "{m}"
+    );
+    let (_, debug) = e.get("/debug/attribution").expect("debug page");
+    assert!(debug.contains("launch no kernel"), "{debug}");
+    e.stop();
+
+    // Without the probe it is a process that spins a core on a busy GPU: nothing can say it
+    // is idle, so both shares are withheld.
+    let e = Exporter::builder(&path)
+        .arg("--web.enable-debug=true")
+        .start();
+    let m = e.wait_for_series("gpu_unattributed_utilization_ratio{");
+    assert_eq!(
+        process_value(&m, "gpu_process_sm_utilization_ratio", pids[1]),
+        None,
+        "{m}"
+    );
+    let (_, debug) = e.get("/debug/attribution").expect("debug page");
+    assert!(!debug.contains(&quiet), "{debug}");
+    e.stop();
+    drop(clients);
+}

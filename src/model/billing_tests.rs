@@ -39,11 +39,13 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         device_activity: Some(device),
         candidates: Vec::new(),
         quiet: Vec::new(),
+        probe_idle: Vec::new(),
         probe_scale: None,
         why: String::new(),
         from_timelines: false,
         wide: None,
         disputed: Vec::new(),
+        probe_stages: Default::default(),
         shares: HashMap::new(),
     }
 }

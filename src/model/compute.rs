@@ -7,7 +7,10 @@
 //!
 //! * a process is *quiet* when NVML books it nothing, the probe (if any) saw no kernels, and
 //!   its CPU time over the trailing window is near zero: a process that launches kernels
-//!   spends CPU doing so. Everything else that runs on the device is a *candidate*;
+//!   spends CPU doing so. So is one whose probe traced the whole window and saw no kernel,
+//!   whatever its CPU does, where the device is idle or the other candidates' probes explain
+//!   its busy time (a kernel still running has no record yet). Everything else that runs on
+//!   the device is a *candidate*;
 //! * with the CUDA probe on every candidate, each process's share is its kernel busy time.
 //!   Under time-slicing a kernel's span includes the other tenants' slices, so the tenants'
 //!   millisecond timelines are set side by side and each shared millisecond is split by the
@@ -23,10 +26,11 @@
 //! known and above the threshold; and otherwise unknown, which is counted apart and never
 //! as idle.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use super::timeslice::{time_sliced_shares, ProbeStages};
 use super::{ProcessKind, ProcessSample};
 
 /// Below this share of device time a process or container counts as idle for that sample.
@@ -56,19 +60,12 @@ pub struct ProbeReading {
     /// The probe's clock (the probes' shared clock, in seconds) carried forward to tessera's
     /// now: every probe on a node should read the same, within a report's delivery time.
     pub clock_seconds: Option<f64>,
+    /// Kernels completed over the window (between the same two reports as `busy_ratio`);
+    /// `None` when there is no busy ratio.
+    pub window_kernels: Option<u64>,
 }
 
-/// One process's kernel timeline from the probe over the trailing window, per millisecond
-/// of the probes' shared clock. Every process's timeline covers the same instants.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProbeTimeline {
-    /// Fraction of each millisecond covered by the process's kernel spans.
-    pub covered: Vec<f64>,
-    /// Of that, what the kernels' solo durations explain (the rest is waiting on others).
-    pub solo: Vec<f64>,
-    /// Whether the probe traced each millisecond; `covered` and `solo` mean nothing where not.
-    pub traced: Vec<bool>,
-}
+pub use super::timeslice::ProbeTimeline;
 
 /// Per-process facts beyond NVML, gathered over the same trailing window.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -152,6 +149,10 @@ pub struct DeviceSplit {
     pub candidates: Vec<u32>,
     /// Processes known not to have: NVML booked nothing, no probe kernels, CPU near zero.
     pub quiet: Vec<u32>,
+    /// Of `quiet`, those idle only on their own probe's word (it saw no kernel while its
+    /// co-tenants' kernels explained the device's busy time): a dispute withholds them too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probe_idle: Vec<u32>,
     /// Scale applied to the probe's figures: to the device's busy time under time-slicing
     /// (a cap only, when timelines split it), to the whole instance on MIG; 1 when none.
     pub probe_scale: Option<f64>,
@@ -164,6 +165,9 @@ pub struct DeviceSplit {
     /// Why the probes' claims were not believed, when the split is disputed (or was, before
     /// a wider rule settled it).
     pub disputed: Vec<super::figures::DisputeReason>,
+    /// Under time-slicing with timelines: what each step of the split gave each process.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub probe_stages: BTreeMap<u32, ProbeStages>,
     #[serde(skip)]
     pub shares: HashMap<u32, ProcessShare>,
 }
@@ -214,6 +218,11 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             candidates.push(p.pid);
         }
     }
+    let (seen_idle, unexplained) = idle_by_probe(&candidates, d);
+    candidates.retain(|pid| !seen_idle.contains(pid));
+    quiet.extend(&seen_idle);
+    let mut probe_idle = seen_idle;
+    probe_idle.sort_unstable();
     candidates.sort_unstable();
     quiet.sort_unstable();
     let mut shares: HashMap<u32, ProcessShare> = quiet
@@ -236,7 +245,17 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
     let probed: Vec<(u32, f64)> = candidates
         .iter()
         .filter_map(|pid| {
-            let b = d.activity.probe.get(pid)?.busy_ratio?;
+            let r = d.activity.probe.get(pid)?;
+            let b = r.busy_ratio?;
+            let b = match r.traced_share {
+                Some(t) if t < FULLY_TRACED => d
+                    .activity
+                    .probe_timelines
+                    .get(pid)
+                    .and_then(traced_coverage)
+                    .unwrap_or(b),
+                _ => b,
+            };
             Some((*pid, b.clamp(0.0, 1.0)))
         })
         .collect();
@@ -245,11 +264,13 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         device_activity: d.device_activity,
         candidates: candidates.clone(),
         quiet,
+        probe_idle,
         probe_scale: None,
         why: String::new(),
         from_timelines: false,
         wide: None,
         disputed: Vec::new(),
+        probe_stages: BTreeMap::new(),
         shares: HashMap::new(),
     };
     if candidates.is_empty() {
@@ -262,16 +283,37 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
                 s.quiet = false;
             }
             out.quiet.clear();
+            out.probe_idle.clear();
         } else {
             out.method = SplitMethod::Idle;
             out.why = "nothing on the device runs kernels".into();
         }
     } else if !probed.is_empty() && probed.len() == candidates.len() {
         let timelines = (!d.mps && !d.mig_instance && probed.len() > 1)
-            .then(|| time_sliced_shares(&probed, &d.activity.probe_timelines))
+            .then(|| {
+                let sampled: Vec<u32> = candidates
+                    .iter()
+                    .copied()
+                    .filter(|pid| {
+                        d.activity
+                            .probe
+                            .get(pid)
+                            .and_then(|r| r.traced_share)
+                            .is_some_and(|t| t < FULLY_TRACED)
+                    })
+                    .collect();
+                time_sliced_shares(&probed, &d.activity.probe_timelines, &sampled)
+            })
             .flatten();
         let from_timelines = timelines.is_some();
-        let probed = timelines.unwrap_or(probed);
+        let probed = match timelines {
+            Some(stages) => {
+                let shares = stages.iter().map(|(pid, s)| (*pid, s.share)).collect();
+                out.probe_stages = stages.into_iter().collect();
+                shares
+            }
+            None => probed,
+        };
         let sum: f64 = probed.iter().map(|(_, b)| b).sum();
         // Under time-slicing without timelines, a kernel's span includes other tenants'
         // slices: scale the spans to the busy time the device measured. With timelines the
@@ -285,12 +327,13 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             _ => 1.0,
         };
         for (pid, b) in probed {
-            let v = (b * scale).clamp(0.0, 1.0);
+            // No kernel record is not yet no kernel: one running through the window has none.
+            let v = Some((b * scale).clamp(0.0, 1.0)).filter(|_| !unexplained.contains(&pid));
             shares.insert(
                 pid,
                 ProcessShare {
-                    share: Some(v),
-                    busy_ratio: Some(v),
+                    share: v,
+                    busy_ratio: v,
                     quiet: false,
                 },
             );
@@ -377,74 +420,80 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             );
         }
     }
+    if !out.probe_idle.is_empty() {
+        let pids: Vec<String> = out.probe_idle.iter().map(u32::to_string).collect();
+        out.why = format!(
+            "{}; the probe saw pid {} launch no kernel while the others' kernels explain the \
+             device's busy time: idle",
+            out.why,
+            pids.join(", ")
+        );
+    }
     out.shares = shares;
     out
 }
 
+const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
+    covered is split among them (spans that overlap, by the kernels' solo durations)";
+
+/// The others' probe busy time must explain at least this much of the device's measured busy
+/// time before a process the probe saw launch nothing counts idle (NVML's figure and the
+/// spans differ by a few points; a kernel running through the whole window shows in NVML's
+/// figure and in nobody's spans).
+const EXPLAINED_SHARE: f64 = 0.8;
+const EXPLAINED_SLACK: f64 = 0.02;
+
+/// Candidates whose probe, records on for the whole window, reported no kernel: idle whatever
+/// their CPU does (a process that holds memory and spins a core). A kernel still running
+/// has no record yet, so this holds only where that cannot hide: the device is idle, or the
+/// other candidates all carry the probe and their kernels explain the device's busy time.
+/// A probe with records off reports itself off and has no reading, so it is never idle here.
+///
+/// Returns those idle, and those whose probe saw nothing where that is not enough: their
+/// share is withheld rather than read as 0.
+fn idle_by_probe(candidates: &[u32], d: &DeviceCompute<'_>) -> (Vec<u32>, Vec<u32>) {
+    let saw_nothing = |pid: &u32| {
+        d.activity.probe.get(pid).is_some_and(|r| {
+            r.window_kernels == Some(0)
+                && r.busy_ratio.is_some_and(|b| b < IDLE_SHARE)
+                && r.traced_share.is_none_or(|t| t >= FULLY_TRACED)
+        })
+    };
+    let (idle, others): (Vec<u32>, Vec<u32>) = candidates.iter().partition(|p| saw_nothing(p));
+    if idle.is_empty() {
+        return (idle, Vec::new());
+    }
+    let Some(device) = d.device_activity else {
+        return (Vec::new(), idle);
+    };
+    if device < IDLE_SHARE {
+        return (idle, Vec::new());
+    }
+    let explained: Option<f64> = others
+        .iter()
+        .map(|pid| d.activity.probe.get(pid)?.busy_ratio)
+        .sum();
+    match explained {
+        Some(e) if e + EXPLAINED_SLACK >= device * EXPLAINED_SHARE => (idle, Vec::new()),
+        _ => (Vec::new(), idle),
+    }
+}
+
 /// A probe that traced this much of the window traced all of it (report timing jitters).
 const FULLY_TRACED: f64 = 0.98;
-/// Fewer milliseconds traced by every tenant than this, and the timelines say too little.
-const MIN_COMMON_TRACED_MS: usize = 50;
-
-const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
-    covered is split by the kernels' solo durations";
-
-/// Time-sliced shares from the probes' timelines, or `None` unless every candidate has one.
-///
-/// A time-sliced GPU runs one context at a time. A millisecond only one process's kernels
-/// covered is wholly its own. Where several covered it, each open span may include the
-/// others' slices, so a process gets what its kernels' solo durations explain: a short kernel
-/// that only starts in its own slice counts in full, a long one stretched over the others'
-/// slices counts its solo part. If the solo parts add up past the millisecond (kernels that
-/// never ran alone, so their estimate is stretched too), they are scaled to fit, which is an
-/// even split when every tenant is stretched alike. The rest of the millisecond went to
-/// switching between contexts and is nobody's.
-fn time_sliced_shares(
-    probed: &[(u32, f64)],
-    timelines: &HashMap<u32, ProbeTimeline>,
-) -> Option<Vec<(u32, f64)>> {
-    let lines: Vec<&ProbeTimeline> = probed
+/// A throttled probe's busy ratio from its timeline: the covered share of the milliseconds it
+/// traced. Its span total over its traced time is not that: measured on the H100, a process
+/// replaying CUDA graphs keeps producing kernel records while the probe has them off (the
+/// graph's launches carry them), so its spans over its traced time read 0.92 for a process
+/// 40 % busy. The timeline marks those milliseconds untraced and counts none of it.
+fn traced_coverage(t: &ProbeTimeline) -> Option<f64> {
+    let (n, sum) = t
+        .covered
         .iter()
-        .map(|(pid, _)| timelines.get(pid))
-        .collect::<Option<_>>()?;
-    let len = lines.first()?.covered.len();
-    if len == 0
-        || lines
-            .iter()
-            .any(|l| l.covered.len() != len || l.solo.len() != len || l.traced.len() != len)
-    {
-        return None;
-    }
-    // Only milliseconds every tenant traced can be split: probes tracing in duty cycles
-    // share their slots (the schedule nests), and the shares are over those milliseconds.
-    let mut busy = vec![0.0; lines.len()];
-    let mut common = 0usize;
-    for k in (0..len).filter(|k| lines.iter().all(|l| l.traced[*k])) {
-        common += 1;
-        let covered: f64 = lines.iter().map(|l| l.covered[k]).sum();
-        let solo: f64 = lines.iter().map(|l| l.solo[k]).sum();
-        for (b, l) in busy.iter_mut().zip(&lines) {
-            let own = l.covered[k];
-            if own <= 0.0 {
-                continue;
-            }
-            *b += if covered - own > 0.0 {
-                l.solo[k] / solo.max(1.0)
-            } else {
-                own
-            };
-        }
-    }
-    if common < MIN_COMMON_TRACED_MS {
-        return None;
-    }
-    Some(
-        probed
-            .iter()
-            .zip(busy)
-            .map(|((pid, _), b)| (*pid, (b / common as f64).clamp(0.0, 1.0)))
-            .collect(),
-    )
+        .zip(&t.traced)
+        .filter(|(_, tr)| **tr)
+        .fold((0usize, 0.0), |(n, s), (c, _)| (n + 1, s + c));
+    (n >= super::timeslice::MIN_COMMON_TRACED_MS).then(|| sum / n as f64)
 }
 
 /// A container's activity from its processes' shares on one device.

@@ -26,6 +26,7 @@ fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
                         traced_share: None,
                         busy_seconds: 10.0,
                         kernels: 100,
+                        window_kernels: Some(if b > 0.0 { 50 } else { 0 }),
                         ..ProbeReading::default()
                     },
                 )
@@ -229,6 +230,7 @@ fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
     assert!(s.why.contains("timelines"), "{}", s.why);
     // 40 % + 40 %: the device reads 100 % busy, the work is 80 %.
     let [c, d] = time_sliced_pair(20.0, 20.0, 0.2, 10);
+    act = activity(&[(1, 0.5), (2, 0.2)], &[(1, spans(&c)), (2, spans(&d))]);
     act.probe_timelines = HashMap::from([(1, c), (2, d)]);
     let s = run(&procs, Some(1.0), false, &act);
     let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
@@ -237,6 +239,7 @@ fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
         "{x} {y}"
     );
     // The device's figure still caps what the timelines give.
+    act = activity(&[(1, 0.5), (2, 0.2)], &[(1, spans(&a)), (2, spans(&b))]);
     act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
     let s = run(&procs, Some(0.40), false, &act);
     let sum = s.share_of(1).share.unwrap() + s.share_of(2).share.unwrap();
@@ -262,7 +265,8 @@ fn throttled_timelines_are_split_over_the_milliseconds_every_tenant_traced() {
         }
     }
     let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];
-    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.6), (2, 0.2)]);
+    // The spans over the window: the heavy one's traced time is a sample of the same mix.
+    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.9), (2, 0.5)]);
     act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
     let s = run(&procs, Some(0.90), false, &act);
     let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
@@ -271,6 +275,20 @@ fn throttled_timelines_are_split_over_the_milliseconds_every_tenant_traced() {
         "{x} {y}"
     );
     assert!(s.why.contains("timelines"), "{}", s.why);
+    // Reported as sampled, each takes its own time over the common milliseconds (its span
+    // total, from its own traced milliseconds, is another sample): the same reading here.
+    act.probe.get_mut(&1).unwrap().traced_share = Some(0.5);
+    act.probe.get_mut(&2).unwrap().traced_share = Some(0.125);
+    let s = run(&procs, Some(0.90), false, &act);
+    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!(
+        (x - 0.6).abs() < 0.005 && (y - 0.2).abs() < 0.005,
+        "{x} {y}"
+    );
+    assert!((s.probe_stages[&2].share - s.probe_stages[&2].own).abs() < 1e-12);
+    assert!(s.why.contains("sampled"), "{}", s.why);
+    act.probe.get_mut(&1).unwrap().traced_share = None;
+    act.probe.get_mut(&2).unwrap().traced_share = None;
     // No millisecond traced by both: the timelines say nothing, totals are scaled instead.
     for (k, t) in b.traced.iter_mut().enumerate() {
         *t = !a.traced[k];
@@ -309,6 +327,7 @@ fn a_short_kernel_tenant_keeps_its_slices_beside_a_stretched_long_one() {
         solo: vec![1.0; n],
         traced: vec![true; n],
     };
+    act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 1.0), (2, 1.0)]);
     act.probe_timelines = HashMap::from([(1, stretched.clone()), (2, stretched)]);
     let s = run(&procs, Some(1.0), false, &act);
     assert_eq!(s.share_of(1).share, Some(0.5));
@@ -361,4 +380,156 @@ fn an_idle_device_settles_it_and_quiet_processes_cannot_explain_a_busy_one() {
     assert_eq!(container_activity(&s, &[1], None), Activity::Unknown);
     // No processes at all: idle.
     assert_eq!(container_activity(&s, &[], None), Activity::Idle);
+}
+
+#[test]
+fn short_kernels_sharing_a_millisecond_keep_their_spans() {
+    // Four light inference tenants whose µs kernels fall in the same milliseconds without
+    // overlapping (each runs in its own slice); the solo estimator reads 20 % under their
+    // spans. Splitting by solo durations lost that 20 %; the spans fit in the millisecond.
+    let n = 200;
+    let line = |k0: usize| ProbeTimeline {
+        covered: (0..n)
+            .map(|k| if k % 4 == k0 { 0.4 } else { 0.15 })
+            .collect(),
+        solo: (0..n)
+            .map(|k| if k % 4 == k0 { 0.32 } else { 0.12 })
+            .collect(),
+        traced: vec![true; n],
+    };
+    let spans = (0.4 + 3.0 * 0.15) / 4.0;
+    let procs: Vec<ProcessSample> = (1..=4).map(|p| proc(p, Some(0.2))).collect();
+    let mut act = activity(
+        &[(1, 0.3), (2, 0.3), (3, 0.3), (4, 0.3)],
+        &[(1, spans), (2, spans), (3, spans), (4, spans)],
+    );
+    act.probe_timelines = (1..=4).map(|p| (p, line(p as usize - 1))).collect();
+    let s = run(&procs, Some(0.95), false, &act);
+    for pid in 1..=4 {
+        let st = s.probe_stages[&pid];
+        assert!((st.share - spans).abs() < 1e-9, "{st:?}");
+        assert!((st.own_by_solo - 0.8 * spans).abs() < 1e-9, "{st:?}");
+        assert!((st.contended - 1.0).abs() < 1e-9, "{st:?}");
+        assert!((s.share_of(pid).share.unwrap() - spans).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn a_short_timeline_tail_changes_the_fraction_not_the_amount() {
+    // A busy tenant beside a process that launched nothing: its records for the last half
+    // second of the timeline's window had not arrived. The timeline alone read 10 % low; its
+    // span total over the window is right, and nothing was contended.
+    let n = 5_000;
+    let busy = ProbeTimeline {
+        covered: (0..n).map(|k| if k < 4_500 { 0.4 } else { 0.0 }).collect(),
+        solo: (0..n).map(|k| if k < 4_500 { 0.4 } else { 0.0 }).collect(),
+        traced: vec![true; n],
+    };
+    let silent = ProbeTimeline {
+        covered: vec![0.0; n],
+        solo: vec![0.0; n],
+        traced: vec![true; n],
+    };
+    let procs = [proc(1, Some(0.4)), proc(2, None)];
+    // The holder spins a core, and only its probe's silence tells it apart: here it has no
+    // reading of its own, so it stays a candidate and the split needs its timeline.
+    let mut act = activity(&[(1, 0.3), (2, 1.0)], &[(1, 0.4), (2, 0.0)]);
+    act.probe.get_mut(&2).unwrap().window_kernels = Some(3);
+    act.probe_timelines = HashMap::from([(1, busy), (2, silent)]);
+    let s = run(&procs, Some(0.42), false, &act);
+    let st = s.probe_stages[&1];
+    assert!((st.timeline_covered - 0.36).abs() < 1e-9, "{st:?}");
+    assert!((st.share - 0.4).abs() < 1e-9, "{st:?}");
+    assert!((s.share_of(1).share.unwrap() - 0.4).abs() < 1e-9);
+}
+
+#[test]
+fn a_memory_holder_the_probe_saw_launch_nothing_is_idle_whatever_its_cpu_does() {
+    // Measured on the H100 (issue 21): inference at 40 % beside a process that holds memory
+    // and spins a core. Its CPU makes it a candidate; its probe, records on all window, saw
+    // no kernel, and the other's kernels explain the device's busy time.
+    let procs = [proc(1, Some(0.38)), proc(2, Some(0.02))];
+    let act = activity(&[(1, 0.4), (2, 1.0)], &[(1, 0.39), (2, 0.0)]);
+    let s = run(&procs, Some(0.397), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    assert_eq!(s.quiet, vec![2]);
+    assert_eq!(s.candidates, vec![1]);
+    assert_eq!(s.share_of(1).share, Some(0.39));
+    assert_eq!(
+        container_activity(&s, &[2], s.share_of(2).share),
+        Activity::Idle
+    );
+    assert!(s.why.contains("pid 2"), "{}", s.why);
+    // Without the probe it is only a process that spins a core: unknown, never idle.
+    let s = run(
+        &procs,
+        Some(0.397),
+        false,
+        &activity(&[(1, 0.4), (2, 1.0)], &[]),
+    );
+    assert_eq!(s.method, SplitMethod::Withheld);
+    assert_eq!(container_activity(&s, &[2], None), Activity::Unknown);
+    // A probe with records off reports itself off: no reading, so no verdict from it (the
+    // busy tenant's figure is withheld as on any partly probed device).
+    let s = run(
+        &procs,
+        Some(0.397),
+        false,
+        &activity(&[(1, 0.4), (2, 1.0)], &[(1, 0.39)]),
+    );
+    assert_eq!(
+        container_activity(&s, &[2], s.share_of(2).share),
+        Activity::Unknown
+    );
+    // A probe tracing only part of the window could have missed its kernels.
+    let mut act = activity(&[(1, 0.4), (2, 1.0)], &[(1, 0.39), (2, 0.0)]);
+    act.probe.get_mut(&2).unwrap().traced_share = Some(0.5);
+    let s = run(&procs, Some(0.397), false, &act);
+    assert!(!s.quiet.contains(&2));
+    // No kernel record yet is not no kernel: a kernel running through the whole window shows
+    // in the device's busy time and in nobody's spans. Then it is not called idle.
+    let act = activity(&[(1, 0.4), (2, 1.0)], &[(1, 0.39), (2, 0.0)]);
+    let s = run(&procs, Some(0.95), false, &act);
+    assert!(!s.quiet.contains(&2), "{s:?}");
+    assert_ne!(
+        container_activity(&s, &[2], s.share_of(2).share),
+        Activity::Idle
+    );
+    // The busy one without a probe cannot explain anything either.
+    let mut act = activity(&[(1, 0.4), (2, 1.0)], &[(2, 0.0)]);
+    act.probe.remove(&1);
+    let s = run(&procs, Some(0.397), false, &act);
+    assert!(!s.quiet.contains(&2));
+    // Alone on an idle device it is idle in any case.
+    let s = run(
+        &[proc(2, None)],
+        Some(0.0),
+        false,
+        &activity(&[(2, 1.0)], &[(2, 0.0)]),
+    );
+    assert_eq!(s.method, SplitMethod::Idle);
+}
+
+#[test]
+fn a_throttled_probes_busy_ratio_comes_from_the_milliseconds_it_traced() {
+    // Measured (issue 21): CUDA-graph inference 40 % busy, its probe tracing 30 % of the time
+    // in duty cycles; graph replays kept recording kernels while records were off, so spans
+    // over traced time read 1.0. The timeline marks untraced milliseconds and reads 0.4.
+    let n = 1_000;
+    let t = ProbeTimeline {
+        covered: (0..n).map(|k| if k % 10 < 4 { 1.0 } else { 0.0 }).collect(),
+        solo: vec![0.0; n],
+        traced: (0..n).map(|k| (k / 100) % 3 == 0).collect(),
+    };
+    let procs = [proc(1, Some(0.4))];
+    let mut act = activity(&[(1, 0.5)], &[(1, 1.0)]);
+    act.probe.get_mut(&1).unwrap().traced_share = Some(0.3);
+    act.probe_timelines = HashMap::from([(1, t)]);
+    let s = run(&procs, Some(0.41), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    assert!((s.share_of(1).share.unwrap() - 0.4).abs() < 1e-9, "{s:?}");
+    // Traced in full, the span total stands.
+    act.probe.get_mut(&1).unwrap().traced_share = None;
+    let s = run(&procs, Some(0.41), false, &act);
+    assert_eq!(s.share_of(1).share, Some(1.0));
 }

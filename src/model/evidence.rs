@@ -66,6 +66,7 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
                 .collect();
             let reasons = check_claims(split, d, &claims, true);
             if !reasons.is_empty() {
+                unbelieve_probe_idle(split);
                 // One container's (or pod's) lying probe harms only itself: the device's
                 // reading is still that owner's.
                 if !widen(split, d, owners) {
@@ -79,14 +80,17 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
             if widen(split, d, owners) {
                 return;
             }
-            by_difference(split, d, owners);
+            // A probe that stopped reporting does not make its process "the unprobed one":
+            // by difference would hand it whatever its co-tenants' probes leave.
             let silent = split
                 .candidates
                 .iter()
                 .any(|pid| d.activity.probe.get(pid).is_some_and(|r| r.silent));
-            if split.method == SplitMethod::Withheld && silent {
+            if silent {
                 dispute(split, vec![DisputeReason::ProbeSilent]);
+                return;
             }
+            by_difference(split, d, owners);
         }
         _ => {}
     }
@@ -328,7 +332,16 @@ fn check_claims(
             out.push(DisputeReason::ClaimWithoutCpu);
         }
     }
-    if sums && !d.mps && split.from_timelines && stretched_alone(&split.candidates, d) {
+    // A process idle on its own probe's word is one more timeline: if the others' kernels ran
+    // stretched while it claimed nothing, its probe is hiding the slices it took.
+    let timelined: Vec<u32> = split
+        .candidates
+        .iter()
+        .chain(&split.probe_idle)
+        .copied()
+        .collect();
+    let has_timelines = split.from_timelines || !split.probe_idle.is_empty();
+    if sums && !d.mps && has_timelines && stretched_alone(&timelined, d) {
         out.push(DisputeReason::StretchedAlone);
     }
     // Without timelines, time-sliced spans absorb whatever a silent co-tenant ran: a candidate
@@ -397,8 +410,28 @@ fn stretched_alone(candidates: &[u32], d: &DeviceCompute<'_>) -> bool {
     covered >= MIN_ALONE_MS && (covered - solo) / covered > STRETCH_TOLERANCE
 }
 
+/// Once claims are disputed, a process idle only on its own probe's word is a candidate again:
+/// neither idle nor the reason its co-tenant's container owns the device's reading.
+fn unbelieve_probe_idle(split: &mut DeviceSplit) {
+    let believed = std::mem::take(&mut split.probe_idle);
+    split.quiet.retain(|pid| !believed.contains(pid));
+    for pid in believed {
+        split.shares.insert(
+            pid,
+            ProcessShare {
+                share: None,
+                busy_ratio: None,
+                quiet: false,
+            },
+        );
+        split.candidates.push(pid);
+    }
+    split.candidates.sort_unstable();
+}
+
 /// Withholds every candidate's share: nobody is charged on claims that evidence contradicts.
 fn dispute(split: &mut DeviceSplit, reasons: Vec<DisputeReason>) {
+    unbelieve_probe_idle(split);
     for pid in &split.candidates {
         split.shares.insert(
             *pid,

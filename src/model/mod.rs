@@ -29,6 +29,7 @@ pub mod join;
 pub mod limits;
 pub mod records;
 pub mod sharing;
+pub mod timeslice;
 pub mod view;
 
 use std::collections::BTreeMap;

@@ -13,6 +13,9 @@ kernels = {}  # pid -> [(time, kernels_total)], first and every later read
 verdict = collections.defaultdict(collections.Counter)
 unattributed, methods, whys, reads = [], collections.Counter(), collections.Counter(), 0
 series, traced_pct = [], []  # per read: (t, {pid: busy}); the sampled share a why names
+# Per pid, each step of the time-sliced split (/debug/attribution's probe_stages), and the
+# device's figure and the cap the split was measured against.
+stages, device, scale = collections.defaultdict(lambda: collections.defaultdict(list)), [], []
 while time.time() < t_begin: time.sleep(0.01)
 while time.time() < t_end:
     t = time.time()
@@ -41,6 +44,10 @@ while time.time() < t_end:
             whys[c.get("why", "")[:60]] += 1
             m = re.search(r"a probe traced (\d+) %", c.get("why", ""))
             if m: traced_pct.append(float(m.group(1)))
+        if c.get("device_activity") is not None: device.append(c["device_activity"])
+        if c.get("probe_scale") is not None: scale.append(c["probe_scale"])
+        for pid, st in c.get("probe_stages", {}).items():
+            for k, v in st.items(): stages[str(pid)][k].append(v)
         for pid in c.get("quiet", []): verdict[str(pid)]["idle"] += 1
         for pid in c.get("candidates", []):
             verdict[str(pid)]["idle" if c.get("method") == "idle" else "active"] += 1
@@ -55,4 +62,6 @@ json.dump({"reads": reads,
            "kernels_per_s": {p: round((v[-1][1] - v[0][1]) / (v[-1][0] - v[0][0]), 1)
                             for p, v in kernels.items() if v[-1][0] > v[0][0]},
            "unattributed": avg(unattributed), "methods": dict(methods), "whys": dict(whys),
-           "traced_pct": avg(traced_pct), "series": series}, open(out, "w"), indent=1)
+           "traced_pct": avg(traced_pct), "device": avg(device), "scale": avg(scale),
+           "stages": {p: {k: avg(v) for k, v in st.items()} for p, st in stages.items()},
+           "series": series}, open(out, "w"), indent=1)

@@ -301,6 +301,9 @@ impl ProbeBook {
                 let (busy_ratio, traced_share) = first
                     .and_then(|first| ratios(&first, &last, window, now))
                     .unzip();
+                let window_kernels = first
+                    .filter(|_| busy_ratio.is_some())
+                    .map(|first| last.kernels.saturating_sub(first.kernels));
                 Some((
                     *pid,
                     ProbeReading {
@@ -316,6 +319,7 @@ impl ProbeBook {
                                     + now.saturating_duration_since(at).as_secs_f64(),
                             )
                         }),
+                        window_kernels,
                     },
                 ))
             })
@@ -406,6 +410,7 @@ mod tests {
         let r7 = r[&7];
         assert!((r7.busy_ratio.unwrap() - 0.4).abs() < 1e-9);
         assert_eq!(r7.kernels, 60);
+        assert_eq!(r7.window_kernels, Some(50), "reports 1 s ..= 6 s");
         // A smaller counter: history is dropped, no ratio until a second report.
         book.record(7, &frame(10, 1), now + Duration::from_secs(1));
         let r = book.readings(&[7], Duration::from_secs(5), now + Duration::from_secs(1));

@@ -1,0 +1,160 @@
+"""Realistic GPU tenants with a known truth, for tessera's per-process accuracy (issue 21).
+  suite.py calibrate CALIB.json                       each kind alone: solo GPU ms per request
+  suite.py run KIND UTIL START DUR OUT.json CALIB.json one tenant, Poisson arrivals
+Kinds (requests draw sizes at random; every request ends with a sync, as a service returns):
+  infer-graph  transformer encoder (6 layers, d 768, bf16), 4 request sizes, replayed as CUDA graphs
+  infer-eager  the same model, run eagerly (launch-bound on small requests); its truth counts
+               the graph's solo time per request (the same kernels, without the launch gaps)
+  train        transformer training steps (AdamW), a data-loader gap (CPU batch + copy) between
+  matmul       bf16 4096² matmul stream, 4 a request
+  micro        64 elementwise kernels of a few µs a request (a CUDA graph)
+  long         one bf16 16384² matmul a request (~10 ms kernels)
+  holder       holds 4 GiB of GPU memory and spins a CPU core; launches nothing
+UTIL sets the arrival rate: UTIL / mean solo request time. Truth = Σ solo time of the requests
+served between START and START + DUR, over DUR (the issue's definition)."""
+import json, math, os, random, sys, time
+import torch
+
+torch.backends.cuda.matmul.allow_tf32 = True
+DEV = "cuda"
+SIZES = {"infer-graph": [(1, 128), (4, 128), (8, 256), (16, 256)],
+         "infer-eager": [(1, 128), (4, 128), (8, 256), (16, 256)]}
+WEIGHTS = [0.4, 0.3, 0.2, 0.1]
+
+
+def encoder(layers=6, d=768, heads=12):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d, heads, 4 * d, batch_first=True, dropout=0.0)
+    return torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).to(DEV, torch.bfloat16)
+
+
+class Kind:
+    """One workload: `sizes` request kinds, `serve(i)` issues request kind i (no sync)."""
+
+    def __init__(self, kind):
+        self.kind, self.sizes, self.weights = kind, [0], [1.0]
+        if kind.startswith("infer"):
+            self.model = encoder().eval()
+            self.sizes, self.weights = list(range(4)), WEIGHTS
+            self.inputs = [torch.randn(b, s, 768, device=DEV, dtype=torch.bfloat16) for b, s in SIZES[kind]]
+            with torch.inference_mode():
+                for x in self.inputs:
+                    for _ in range(3): self.model(x)
+            torch.cuda.synchronize()
+            if kind == "infer-graph":
+                self.graphs = []
+                for x in self.inputs:
+                    g = torch.cuda.CUDAGraph()
+                    with torch.inference_mode(), torch.cuda.graph(g):
+                        self.model(x)
+                    self.graphs.append(g)
+                torch.cuda.synchronize()
+        elif kind == "train":
+            self.model = torch.nn.Sequential(encoder(4, 512, 8), torch.nn.Linear(512, 512, device=DEV, dtype=torch.bfloat16))
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
+            self.host = torch.randn(32, 256, 512, dtype=torch.bfloat16).pin_memory()
+        elif kind == "matmul":
+            self.a = torch.randn(4096, 4096, device=DEV, dtype=torch.bfloat16)
+        elif kind == "micro":
+            # A graph, so the µs kernels run back to back and their GPU time is the request's.
+            self.v = torch.randn(262144, device=DEV)
+            for _ in range(3): self.v.mul_(1.0)
+            torch.cuda.synchronize()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                for _ in range(64): self.v.mul_(1.0001)
+            torch.cuda.synchronize()
+        elif kind == "long":
+            self.a = torch.randn(16384, 16384, device=DEV, dtype=torch.bfloat16)
+            self.out = torch.empty_like(self.a)
+
+    def serve(self, i):
+        k = self.kind
+        if k == "infer-graph":
+            self.graphs[i].replay()
+        elif k == "infer-eager":
+            with torch.inference_mode():
+                self.model(self.inputs[i])
+        elif k == "train":
+            x = self.host.to(DEV, non_blocking=True)
+            loss = self.model(x).float().pow(2).mean()
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+        elif k == "matmul":
+            for _ in range(4): torch.mm(self.a, self.a)
+        elif k == "micro":
+            self.graph.replay()
+        elif k == "long":
+            torch.mm(self.a, self.a, out=self.out)
+
+    def gap(self):
+        """CPU time between requests a real tenant spends outside the GPU: the data loader."""
+        if self.kind == "train":
+            self.host.copy_(torch.randn(32, 256, 512, dtype=torch.bfloat16))
+
+
+def calibrate(out):
+    res = {}
+    for kind in os.environ.get("KINDS", "infer-graph infer-eager train matmul micro long").split():
+        w = Kind(kind)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ms = []
+        for i in w.sizes:
+            for _ in range(5): w.serve(i)
+            torch.cuda.synchronize()
+            t = []
+            for _ in range(40):
+                w.gap()
+                s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
+                t.append(s.elapsed_time(e))
+            t.sort()
+            ms.append(t[len(t) // 2])
+        res[kind] = ms
+        print(kind, [round(x, 3) for x in ms], flush=True)
+        del w
+        torch.cuda.empty_cache()
+    json.dump(res, open(out, "w"))
+
+
+def run(kind, util, start, dur, out, calib):
+    if kind == "holder":
+        hold = torch.empty(4 << 30, dtype=torch.uint8, device=DEV)
+        torch.cuda.synchronize()
+        while time.time() < start + dur:
+            pass  # spin a core, launch nothing
+        json.dump({"pid": os.getpid(), "kind": kind, "truth": 0.0, "served": 0}, open(out, "w"))
+        del hold
+        return
+    # An eager request runs the graph's kernels with launch gaps between them: its GPU time
+    # is the kernels', which the graph replay measures.
+    solo = json.load(open(calib))["infer-graph" if kind == "infer-eager" else kind]
+    w = Kind(kind)
+    mean_ms = sum(p * m for p, m in zip(w.weights, solo))
+    rate = util / (mean_ms / 1000)
+    rng = random.Random(os.getpid())
+    while time.time() < start: time.sleep(0.005)
+    t, nxt, served, gpu_ms = start, start, [0] * len(w.sizes), 0.0
+    end = start + dur
+    while True:
+        nxt += rng.expovariate(rate)
+        if nxt >= end: break
+        d = nxt - time.time()
+        if d > 0: time.sleep(d)
+        i = rng.choices(w.sizes, w.weights)[0]
+        w.gap()
+        w.serve(i)
+        torch.cuda.synchronize()
+        if time.time() <= end:
+            served[i] += 1
+            gpu_ms += solo[i]
+    truth = gpu_ms / 1000 / dur
+    json.dump({"pid": os.getpid(), "kind": kind, "util": util, "truth": truth, "served": served,
+               "late_s": max(0.0, time.time() - end)}, open(out, "w"))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "calibrate":
+        calibrate(sys.argv[2])
+    else:
+        run(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7])
