@@ -348,6 +348,14 @@ def main():
                 + (f"; found {[pod_of(m) for m, _ in tenants][:4]}" if tenants else ""),
             )
     # The copy dcgm-exporter makes (#582): every tenant handed the device's value.
+    device_value = {}  # (field, (UUID, GPU_I_ID)) -> tessera's own device figure, DCGM unit
+    for f, fams in DEVICE_FAMILY.items():
+        for fam, mig in ((fams[0], False), (fams[1], True)):
+            if fam is None:
+                continue
+            for m, v in tessera(fam[0]):
+                key = (m["uuid"], m.get("gpu_instance_id", "")) if mig else (m["uuid"], "")
+                device_value[(f, key)] = v * fam[1]
     copied = []
     for f in TENANT_FAMILY:
         by_dev = {}
@@ -355,7 +363,7 @@ def main():
             if device_key(m) in shared:
                 by_dev.setdefault(device_key(m), []).append((m, v))
         for k, rows in by_dev.items():
-            total = sum(v for _, v in rows)
+            total = device_value.get((f, k), sum(v for _, v in rows))
             # One active tenant may own all of it; two tenants both holding the total is a copy.
             full = [m for m, v in rows if pod_of(m)[2] and v > 0 and close(v, total)]
             if len(full) >= 2:
@@ -367,13 +375,6 @@ def main():
     )
 
     # --- the sum by GPU is the device total, for every additive field -------------------------
-    whole = {}
-    for fam in {d[0][0] for d in DEVICE_FAMILY.values() if d[0]} | {
-        d[1][0] for d in DEVICE_FAMILY.values() if d[1]
-    }:
-        for m, v in tessera(fam):
-            key = (m["uuid"], m.get("gpu_instance_id", "")) if "gpu_instance_id" in m else (m["uuid"], "")
-            whole[(fam, key)] = v
     for f in additive_fields(args.metrics_doc):
         if f not in DEVICE_FAMILY:
             c.fail(f"sum by GPU: additive field {f} has no entry in DEVICE_FAMILY (check_consumers.py)")
@@ -388,9 +389,9 @@ def main():
             fam = fam_mig if k[1] else fam_whole
             if fam is None:
                 continue
-            want = whole.get((fam[0], k))
+            want = device_value.get((f, k))
             compared += 1
-            if want is None or not close(s, want * fam[1]):
+            if want is None or not close(s, want):
                 bad.append(f"{k[0][:12]}… GI {k[1] or '-'}: {s} vs {fam[0]} {want}")
         # Where tessera has no family of its own, one series per device, the remainder alone.
         lone = [k for k, s in sums.items() if (fam_mig if k[1] else fam_whole) is None]
