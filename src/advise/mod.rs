@@ -194,6 +194,8 @@ fn fill(p: &mut Profile, field: Field, s: &Sample, summary_interval_s: f64) {
         Field::SmP50 => p.sm_p50 = Some(v),
         Field::SmP95 => p.sm_p95 = Some(v),
         Field::Coverage => p.compute_coverage = v,
+        Field::Billed => p.billed_gpus = v,
+        Field::Accountable => p.accountable_gpus = v,
     }
 }
 

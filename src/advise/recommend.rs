@@ -62,6 +62,10 @@ pub struct Profile {
     pub sm_p50: Option<f64>,
     pub sm_p95: Option<f64>,
     pub compute_coverage: f64,
+    /// GPU-equivalents billed to the workload from attributable figures (mean while it ran),
+    /// and what may be its own: billed, by difference and unattributed (tessera.billing).
+    pub billed_gpus: f64,
+    pub accountable_gpus: f64,
     pub history_s: f64,
 }
 
@@ -71,6 +75,11 @@ impl Profile {
     }
     pub fn undecided_share(&self) -> f64 {
         share(self.undecided_gpus, self.gpus_held)
+    }
+    /// Share of what may be the workload's GPU time that a bill could attribute; `None` when
+    /// tessera saw none of it busy.
+    pub fn billing_coverage(&self) -> Option<f64> {
+        (self.accountable_gpus > 0.0).then(|| share(self.billed_gpus, self.accountable_gpus))
     }
 }
 

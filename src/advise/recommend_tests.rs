@@ -28,6 +28,8 @@ fn profile(replicas: f64, mem_gib: f64, p50: f64, p95: f64) -> Profile {
         sm_p50: Some(p50),
         sm_p95: Some(p95),
         compute_coverage: 1.0,
+        billed_gpus: 0.0,
+        accountable_gpus: 0.0,
         history_s: WEEK,
         ..Profile::default()
     }

@@ -183,9 +183,28 @@ pub fn table(advice: &[Advice], meta: &Meta) -> String {
     }
     let _ = writeln!(out, "\n{}\n", totals(advice));
     for (i, a) in advice.iter().enumerate() {
-        let _ = writeln!(out, "{:>3}. {}: {}", i + 1, workload(a), a.reason);
+        let _ = writeln!(
+            out,
+            "{:>3}. {}: {}{}",
+            i + 1,
+            workload(a),
+            a.reason,
+            billing(a)
+        );
     }
     out
+}
+
+/// What a bill could make of the workload's GPU time, when tessera saw any of it busy.
+fn billing(a: &Advice) -> String {
+    match a.profile.billing_coverage() {
+        Some(c) => format!(
+            " Billed: {:.2} GPUs ({} of its GPU time attributable).",
+            a.profile.billed_gpus,
+            pct(c)
+        ),
+        None => String::new(),
+    }
 }
 
 fn md_cell(s: &str) -> String {
@@ -342,6 +361,8 @@ mod tests {
             sm_p50: Some(0.0),
             sm_p95: Some(0.0),
             compute_coverage: 1.0,
+            billed_gpus: 0.0,
+            accountable_gpus: 0.0,
             history_s: 604_800.0,
             ..Profile::default()
         };
@@ -360,6 +381,23 @@ mod tests {
             price_source: Some("--price-per-gpu-hour".into()),
         };
         (advice, meta)
+    }
+
+    #[test]
+    fn the_table_says_how_much_of_a_workloads_gpu_time_a_bill_could_attribute() {
+        let (mut a, m) = sample();
+        assert!(
+            !table(&a, &m).contains("Billed"),
+            "nothing busy, no bill line"
+        );
+        a[0].profile.billed_gpus = 0.3;
+        a[0].profile.accountable_gpus = 0.4;
+        let t = table(&a, &m);
+        assert!(
+            t.contains("Billed: 0.30 GPUs (75 % of its GPU time attributable)"),
+            "{t}"
+        );
+        assert!(json(&a, &m).contains("accountable_gpus"));
     }
 
     #[test]

@@ -23,6 +23,8 @@ pub enum Field {
     SmP50,
     SmP95,
     Coverage,
+    Billed,
+    Accountable,
     Replicas,
     Summaries,
 }
@@ -78,6 +80,16 @@ pub const FIELDS: &[(&str, Field, &str)] = &[
         "namespace_workload_sharing_mode:gpu_sm_demand_coverage:avg7d",
         Field::Coverage,
         "compute coverage",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_attributed_seconds:avg7d",
+        Field::Billed,
+        "billed GPU-time",
+    ),
+    (
+        "namespace_workload_sharing_mode:gpu_accountable_seconds:avg7d",
+        Field::Accountable,
+        "accountable GPU-time",
     ),
 ];
 

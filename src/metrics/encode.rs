@@ -11,10 +11,12 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+mod billing;
 mod families;
 
 use super::table::{self, label, Family, Kind};
 use crate::model::Snapshot;
+use billing::billing_families;
 use families::{container_families, gpu_families, mig_families, process_families};
 
 #[derive(Debug, Clone)]
@@ -85,7 +87,9 @@ struct Families {
 
 /// Per-container and per-process families: the ones whose cardinality grows with workloads.
 fn is_detail(f: &Family) -> bool {
-    f.name.starts_with("gpu_container_") || f.name.starts_with("gpu_process_")
+    f.name.starts_with("gpu_container_")
+        || f.name.starts_with("gpu_process_")
+        || f.name.starts_with("gpu_pod_")
 }
 
 impl Families {
@@ -271,6 +275,7 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
         for p in &g.processes {
             process_families(&mut out, &snap.node, g, p);
         }
+        billing_families(&mut out, &snap.node, g);
     }
     self_families(&mut out, snap, opts);
     // Before the drop and truncation counts, so they count the compat families' too.

@@ -54,6 +54,7 @@ pub mod label {
     pub const VERSION: &str = "version";
     pub const REVISION: &str = "revision";
     pub const METHOD: &str = "method";
+    pub const REASON_DISPUTE: &str = "reason";
 }
 
 use label::*;
@@ -95,6 +96,30 @@ const CONTAINER_ALLOCATION_LABELS: &[&str] = &[
     RESOURCE,
     DEVICE_ID,
     CLAIM,
+];
+const DEVICE_LABELS: &[&str] = &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID];
+const POD_LABELS: &[&str] = &[
+    NODE,
+    GPU,
+    UUID,
+    SHARING_MODE,
+    MIG_UUID,
+    NAMESPACE,
+    POD,
+    WORKLOAD_KIND,
+    WORKLOAD,
+];
+const POD_METHOD_LABELS: &[&str] = &[
+    NODE,
+    GPU,
+    UUID,
+    SHARING_MODE,
+    MIG_UUID,
+    NAMESPACE,
+    POD,
+    WORKLOAD_KIND,
+    WORKLOAD,
+    METHOD,
 ];
 const PROCESS_LABELS: &[&str] = &[
     NODE,
@@ -159,13 +184,19 @@ families! {
     GPU_MIG_SHARERS = "gpu_mig_instance_sharers", Gauge, MIG_LABELS, "Containers holding the MIG instance now.";
     GPU_MIG_REPLICAS = "gpu_mig_instance_replicas", Gauge, MIG_LABELS, "Containers the MIG instance is offered to.";
     GPU_MIG_UNATTRIBUTED = "gpu_mig_instance_unattributed_sm_activity_ratio", Gauge, MIG_LABELS, "GPM SM activity of the instance given to no container: several holders were active and nothing could split it, or processes ran outside any pod.";
-    GPU_MIG_COMPUTE_SPLIT = "gpu_mig_instance_compute_split_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, GPU_INSTANCE_ID, PROFILE, METHOD], "How the instance's activity was split among containers this sample (idle, mig-instance, probe, withheld); value 1.";
+    GPU_MIG_COMPUTE_SPLIT = "gpu_mig_instance_compute_split_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, GPU_INSTANCE_ID, PROFILE, METHOD], "How the instance's activity was split among containers this sample (idle, mig-instance, probe, sole-active-container, sole-active-pod, disputed, withheld); value 1.";
     GPU_SHARERS = "gpu_sharers", Gauge, GPU_LABELS, "Containers holding the GPU now.";
     GPU_REPLICAS = "gpu_replicas", Gauge, GPU_LABELS, "Containers the GPU is offered to (1 when exclusive, 0 when not offered).";
     GPU_PROCESSES = "gpu_processes", Gauge, GPU_LABELS, "Processes running on the GPU.";
     GPU_UNATTRIBUTED = "gpu_unattributed_utilization_ratio", Gauge, GPU_LABELS, "Utilization the GPU measured but gave to no container: withheld because several processes ran kernels and NVML cannot split them (time-slicing, MPS), or used by processes outside any pod.";
     GPU_ACTIVE_CONTAINERS = "gpu_active_containers", Gauge, GPU_LABELS, "Containers with a process that may run kernels on the GPU this sample: NVML or the CUDA probe saw its kernels, or it used CPU over --activity.window (a process without a known pod counts as one). What keeps tessera from calling a tenant idle.";
-    GPU_COMPUTE_SPLIT = "gpu_compute_split_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, METHOD], "How the GPU's utilization was split among containers this sample: idle, sole-active-process (NVML's figure is the one active process's), probe (CUDA probe busy time), withheld (absent per-container shares); value 1.";
+    GPU_COMPUTE_SPLIT = "gpu_compute_split_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, METHOD], "How the GPU's utilization was split among containers this sample: idle, sole-active-process (NVML's figure is the one active process's), sole-active-container / sole-active-pod (every process that may run kernels is of one container / pod: the GPU's figure is its, process shares withheld), probe (CUDA probe busy time), by-difference (the one unprobed container gets the GPU's busy time less the probed tenants' own), disputed (the probes' claims contradict the GPU's busy time, NVML's bookings, CPU time or the shared clock: withheld, nobody charged), withheld (absent per-container shares); value 1.";
+    GPU_COMPUTE_DISPUTED = "gpu_compute_split_disputed", Counter, &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, REASON_DISPUTE], "Samples whose split the CUDA probes' claims would have decided but evidence the tenants do not control contradicted them, by reason: under-claimed, over-claimed, nvml-booked, claim-without-cpu, claims-nothing, stretched-alone, probe-silent, clock (docs/security.md, Billing). The split was withheld.";
+    GPU_COMPUTE_BUSY = "gpu_compute_busy_seconds", Counter, DEVICE_LABELS, "Device-seconds the GPU (or MIG instance, mig_uuid set: its GPM SM activity) measured busy: its utilization integrated over samples. What the attributed seconds are a share of.";
+    GPU_COMPUTE_ATTRIBUTED = "gpu_compute_attributed_seconds", Counter, &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID, METHOD], "Device-seconds of the GPU's (or MIG instance's) busy time given to pods, by the rule that gave them (see gpu_compute_split_info). Divided by gpu_compute_busy_seconds_total: the attribution coverage.";
+    GPU_POD_SM_UTILIZATION = "gpu_pod_sm_utilization_ratio", Gauge, POD_LABELS, "The pod's share of the device's time running kernels: its containers' figures summed, or the device's own reading when the pod's containers are the only ones running kernels there (sole-active-pod) even though no container's share is known; absent when no rule can tell. What a bill uses.";
+    GPU_POD_ATTRIBUTED = "gpu_pod_attributed_seconds", Counter, POD_METHOD_LABELS, "Device-seconds attributed to the pod (gpu_pod_sm_utilization_ratio integrated over samples), by the rule that attributed them: sole-active-process, sole-active-container, sole-active-pod, probe, mig-instance (measured) or by-difference (the device's busy time less probed co-tenants' claims; billed apart).";
+    GPU_POD_UNATTRIBUTED = "gpu_pod_unattributed_seconds", Counter, POD_LABELS, "Device-seconds the device measured busy but gave nobody (withheld or disputed) while the pod had a process that may have run kernels there: time that may be the pod's or a co-tenant's. Counted for each such pod, so it does not add up across pods; a bill line's coverage is attributed / (attributed + this).";
     GPU_CONTAINER_ALLOCATION = "gpu_container_allocation", Gauge, CONTAINER_ALLOCATION_LABELS, "The kubelet allocated this device to the container (claim is the DRA claim, empty for the device plugin); value 1.";
     GPU_CONTAINER_MEMORY_USED = "gpu_container_memory_used_bytes", Gauge, CONTAINER_LABELS, "GPU memory held by the container's processes on the device.";
     GPU_CONTAINER_SM_UTILIZATION = "gpu_container_sm_utilization_ratio", Gauge, CONTAINER_LABELS, "The container's share of the device's time running kernels, summed over its processes; absent when no source can know it (several processes active and no CUDA probe). On MIG, the instance's GPM SM activity when the container is its one active holder.";

@@ -7,186 +7,12 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::allocations::Allocations;
-use super::cluster::{ClusterView, PodMeta};
-use super::device_id::{parse_device_id, DeviceRef, ResourceMatcher};
-use super::dra::DraDeviceConfig;
+use super::cluster::ClusterView;
+use super::device_id::{parse_device_id, ResourceMatcher};
 use super::fractional::{split_placeholder_id, Grant, VOLCANO_RESOURCE};
+use super::grants;
+use super::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
 use super::identity::CgroupIdentity;
-use super::GpuSample;
-
-/// Who a process or allocation belongs to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct PodRef {
-    pub namespace: String,
-    pub pod: String,
-    pub container: String,
-    pub workload_kind: String,
-    pub workload: String,
-    /// Allow-listed pod labels, already turned into label names (`label_<name>`).
-    pub labels: Vec<(String, String)>,
-}
-
-/// A GPU (by position in the sample) or one of its MIG instances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Target {
-    pub gpu: usize,
-    pub mig: Option<usize>,
-}
-
-/// One device the kubelet gave one container.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Holding {
-    pub pod: Arc<PodRef>,
-    pub resource: String,
-    pub device_id: String,
-    /// `<namespace>/<name>` of the DRA claim, empty for device-plugin allocations.
-    pub claim: String,
-    pub replica: bool,
-    /// The fractional scheduler's grant behind this holding, with its limits.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub grant: Option<Grant>,
-    /// What the DRA claim's config says about this device (strategy, MPS limits).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dra: Option<Arc<DraDeviceConfig>>,
-}
-
-/// Every way the kubelet names a device, mapped to where it is in the NVML sample.
-pub struct DeviceIndex {
-    by_uuid: HashMap<String, Target>,
-    by_minor: HashMap<u32, usize>,
-    by_gpu_and_gi: HashMap<(usize, u32), usize>,
-    by_gpu_gi_ci: HashMap<(usize, u32, u32), usize>,
-}
-
-impl DeviceIndex {
-    pub fn new(gpus: &[GpuSample]) -> Self {
-        let mut idx = Self {
-            by_uuid: HashMap::new(),
-            by_minor: HashMap::new(),
-            by_gpu_and_gi: HashMap::new(),
-            by_gpu_gi_ci: HashMap::new(),
-        };
-        for (g, gpu) in gpus.iter().enumerate() {
-            idx.by_uuid
-                .insert(gpu.uuid.to_ascii_lowercase(), Target { gpu: g, mig: None });
-            idx.by_minor
-                .insert(gpu.minor_number.unwrap_or(gpu.index), g);
-            for (m, mig) in gpu.mig_instances.iter().enumerate() {
-                idx.by_uuid.insert(
-                    mig.uuid.to_ascii_lowercase(),
-                    Target {
-                        gpu: g,
-                        mig: Some(m),
-                    },
-                );
-                idx.by_gpu_and_gi.insert((g, mig.gpu_instance_id), m);
-                idx.by_gpu_gi_ci
-                    .insert((g, mig.gpu_instance_id, mig.compute_instance_id), m);
-            }
-        }
-        idx
-    }
-
-    pub fn by_uuid(&self, uuid: &str) -> Option<Target> {
-        self.by_uuid.get(&uuid.to_ascii_lowercase()).copied()
-    }
-
-    /// Resolves a device-plugin ID; `None` for forms that name no device on this node.
-    pub fn resolve(&self, device: &DeviceRef) -> Option<Target> {
-        match device {
-            DeviceRef::GpuUuid(u) | DeviceRef::MigUuid(u) => self.by_uuid(u),
-            DeviceRef::LegacyMig {
-                gpu_uuid,
-                gpu_instance,
-                compute_instance,
-            } => {
-                let gpu = self.by_uuid(gpu_uuid)?.gpu;
-                let mig = *self
-                    .by_gpu_gi_ci
-                    .get(&(gpu, *gpu_instance, *compute_instance))?;
-                Some(Target {
-                    gpu,
-                    mig: Some(mig),
-                })
-            }
-            DeviceRef::GkeIndex { index, .. } => Some(Target {
-                gpu: *self.by_minor.get(index)?,
-                mig: None,
-            }),
-            DeviceRef::GkeMig {
-                index,
-                gpu_instance,
-                ..
-            } => {
-                let gpu = *self.by_minor.get(index)?;
-                let mig = *self.by_gpu_and_gi.get(&(gpu, *gpu_instance))?;
-                Some(Target {
-                    gpu,
-                    mig: Some(mig),
-                })
-            }
-            DeviceRef::Unknown(_) => None,
-        }
-    }
-}
-
-/// Turns a Kubernetes label name into a Prometheus label name: `label_` + [a-zA-Z0-9_].
-pub fn label_name(kube_label: &str) -> String {
-    let mut out = String::with_capacity(6 + kube_label.len());
-    out.push_str("label_");
-    out.extend(
-        kube_label
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }),
-    );
-    out
-}
-
-fn pod_ref(namespace: &str, pod: &str, container: &str, meta: Option<&PodMeta>) -> PodRef {
-    let (workload_kind, workload) = match meta {
-        Some(m) => (
-            m.owner_kind.clone().unwrap_or_else(|| "Pod".into()),
-            m.owner_name.clone().unwrap_or_else(|| m.name.clone()),
-        ),
-        None => (String::new(), String::new()),
-    };
-    PodRef {
-        namespace: namespace.to_owned(),
-        pod: pod.to_owned(),
-        container: container.to_owned(),
-        workload_kind,
-        workload,
-        labels: meta
-            .map(|m| {
-                m.labels
-                    .iter()
-                    .map(|(k, v)| (label_name(k), v.clone()))
-                    .collect()
-            })
-            .unwrap_or_default(),
-    }
-}
-
-/// Interns pod refs so every series of one container shares one allocation.
-#[derive(Default)]
-pub struct Pods {
-    refs: BTreeMap<(String, String, String), Arc<PodRef>>,
-}
-
-impl Pods {
-    pub fn get(
-        &mut self,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        meta: Option<&PodMeta>,
-    ) -> Arc<PodRef> {
-        self.refs
-            .entry((namespace.to_owned(), pod.to_owned(), container.to_owned()))
-            .or_insert_with(|| Arc::new(pod_ref(namespace, pod, container, meta)))
-            .clone()
-    }
-}
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
 pub struct AttributionStats {
@@ -225,7 +51,7 @@ pub fn holdings(
                 if !granted {
                     granted = true;
                     let pod = pods.get(&c.namespace, &c.pod, &c.container, meta);
-                    stats.unresolved_device_ids += super::limits::grant_holdings(
+                    stats.unresolved_device_ids += grants::grant_holdings(
                         &mut out,
                         &grants,
                         &r.resource_name,
@@ -291,7 +117,7 @@ pub fn holdings(
             });
         }
     }
-    super::limits::attach_kai(&mut out, cluster, index, pods);
+    grants::attach_kai(&mut out, cluster, index, pods);
     out
 }
 
@@ -338,67 +164,4 @@ pub fn process_owner(
     // Without pod metadata a process keeps its pod UID, so it can still be told apart.
     stats.processes_without_pod_metadata += 1;
     Some(pods.get("", uid, "", None))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::MigSample;
-
-    fn gpus() -> Vec<GpuSample> {
-        vec![
-            GpuSample {
-                index: 0,
-                uuid: "GPU-ae19043d-ef40-d753-6928-d875dd5f2b07".into(),
-                minor_number: Some(3),
-                ..Default::default()
-            },
-            GpuSample {
-                index: 1,
-                uuid: "GPU-00000000-0000-0000-0000-000000000001".into(),
-                minor_number: Some(0),
-                mig_instances: vec![MigSample {
-                    uuid: "MIG-11111111-2222-3333-4444-555555555555".into(),
-                    gpu_instance_id: 7,
-                    compute_instance_id: 0,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            },
-        ]
-    }
-
-    #[test]
-    fn every_id_form_resolves() {
-        let idx = DeviceIndex::new(&gpus());
-        let r = |s: &str| idx.resolve(&parse_device_id(s).device);
-        let gpu0 = Some(Target { gpu: 0, mig: None });
-        let mig = Some(Target {
-            gpu: 1,
-            mig: Some(0),
-        });
-        assert_eq!(r("GPU-ae19043d-ef40-d753-6928-d875dd5f2b07"), gpu0);
-        assert_eq!(r("GPU-AE19043D-EF40-D753-6928-D875DD5F2B07::3"), gpu0);
-        assert_eq!(r("MIG-11111111-2222-3333-4444-555555555555"), mig);
-        assert_eq!(r("MIG-GPU-00000000-0000-0000-0000-000000000001/7/0"), mig);
-        assert_eq!(
-            r("nvidia3"),
-            gpu0,
-            "GKE names GPUs by minor number, not NVML index"
-        );
-        assert_eq!(r("nvidia3/vgpu2"), gpu0);
-        assert_eq!(r("nvidia0/gi7"), mig);
-        assert_eq!(r("MIG-GPU-00000000-0000-0000-0000-000000000001/8/0"), None);
-        assert_eq!(r("GPU-99999999-0000-0000-0000-000000000001"), None);
-        assert_eq!(r("weird-id"), None);
-    }
-
-    #[test]
-    fn label_names_are_sanitized() {
-        assert_eq!(
-            label_name("app.kubernetes.io/name"),
-            "label_app_kubernetes_io_name"
-        );
-        assert_eq!(label_name("team"), "label_team");
-    }
 }

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::dra::{self, DeviceKey, DraClaim, DraDeviceConfig};
+use super::dra;
+use super::dra_claim::{DeviceKey, DraClaim, DraDevice, DraDeviceConfig};
 use super::fractional::PodSharing;
 
 /// What tessera knows about one pod on this node.
@@ -152,19 +153,6 @@ impl NodeSharing {
 /// A malformed count is treated as unknown rather than as 0 or 1.
 fn parse_replicas(v: &str) -> Option<u32> {
     v.trim().parse().ok()
-}
-
-/// One device published in a ResourceSlice.
-#[derive(Debug, Clone, PartialEq, Eq, Default, PartialOrd, Ord)]
-pub struct DraDevice {
-    pub driver: String,
-    pub pool: String,
-    pub device: String,
-    pub uuid: Option<String>,
-    pub parent_uuid: Option<String>,
-    pub profile: Option<String>,
-    /// The driver's `type` attribute (`gpu`, `mig`, …).
-    pub kind: Option<String>,
 }
 
 /// Pods of this node with lookups by every key the other sources produce, plus the node's

@@ -50,6 +50,12 @@ pub struct ProbeReading {
     pub busy_seconds: f64,
     /// Cumulative kernels completed.
     pub kernels: u64,
+    /// The probe has not reported for longer than its once-a-second rhythm allows: it stopped
+    /// (by fault or by choice) while its process still runs. See [`super::evidence`].
+    pub silent: bool,
+    /// The probe's clock (the probes' shared clock, in seconds) carried forward to tessera's
+    /// now: every probe on a node should read the same, within a report's delivery time.
+    pub clock_seconds: Option<f64>,
 }
 
 /// One process's kernel timeline from the probe over the trailing window, per millisecond
@@ -88,6 +94,16 @@ pub enum SplitMethod {
     MigInstance,
     /// Several processes may run kernels and no source can split them: shares withheld.
     Withheld,
+    /// Several processes may run kernels, all of one container: the device's reading is that
+    /// container's, its processes' shares stay withheld ([`super::evidence`]).
+    SoleActiveContainer,
+    /// Several containers of one pod may run kernels: the device's reading is the pod's.
+    SoleActivePod,
+    /// Every candidate but one container's carries the probe: that container gets the
+    /// device's busy time less the probed tenants' own time.
+    ByDifference,
+    /// The probes' claims contradict evidence the tenants do not control: withheld.
+    Disputed,
 }
 
 impl SplitMethod {
@@ -98,6 +114,10 @@ impl SplitMethod {
             SplitMethod::Probe => "probe",
             SplitMethod::MigInstance => "mig-instance",
             SplitMethod::Withheld => "withheld",
+            SplitMethod::SoleActiveContainer => "sole-active-container",
+            SplitMethod::SoleActivePod => "sole-active-pod",
+            SplitMethod::ByDifference => "by-difference",
+            SplitMethod::Disputed => "disputed",
         }
     }
 }
@@ -137,6 +157,13 @@ pub struct DeviceSplit {
     pub probe_scale: Option<f64>,
     /// One line for people: why shares are what they are.
     pub why: String,
+    /// The probes' shares came from their millisecond timelines (not scaled spans).
+    pub from_timelines: bool,
+    /// A figure decided above the processes: a container's or a pod's ([`super::evidence`]).
+    pub wide: Option<super::figures::WideFigure>,
+    /// Why the probes' claims were not believed, when the split is disputed (or was, before
+    /// a wider rule settled it).
+    pub disputed: Vec<super::figures::DisputeReason>,
     #[serde(skip)]
     pub shares: HashMap<u32, ProcessShare>,
 }
@@ -220,6 +247,9 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         quiet,
         probe_scale: None,
         why: String::new(),
+        from_timelines: false,
+        wide: None,
+        disputed: Vec::new(),
         shares: HashMap::new(),
     };
     if candidates.is_empty() {
@@ -267,6 +297,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         }
         out.method = SplitMethod::Probe;
         out.probe_scale = Some(scale);
+        out.from_timelines = from_timelines;
         out.why = match (from_timelines, scale < 1.0) {
             (true, false) => TIMELINE_WHY.into(),
             (true, true) => {

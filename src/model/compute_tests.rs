@@ -26,6 +26,7 @@ fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
                         traced_share: None,
                         busy_seconds: 10.0,
                         kernels: 100,
+                        ..ProbeReading::default()
                     },
                 )
             })

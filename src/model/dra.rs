@@ -5,118 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
-use super::attribution::Holding;
-use super::cluster::DraDevice;
+use super::dra_claim::{
+    ClaimResult, DeviceKey, DraClaim, DraDevice, DraDeviceConfig, MpsConfig, SharingConfig,
+};
 use super::sharing::DeclaredStrategy;
 
 pub use super::dra_parse::{claim_from_json, parse_quantity, NVIDIA_DRIVER};
-
-/// One ResourceClaim as far as tessera reads it: its allocated devices and its configs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DraClaim {
-    pub namespace: String,
-    pub name: String,
-    pub results: Vec<ClaimResult>,
-    /// The driver's precedence order, lowest first: class configs, then the claim's own.
-    pub configs: Vec<ClaimConfig>,
-    /// What was left out of the claim, and why.
-    pub notes: Vec<String>,
-}
-
-/// `status.allocation.devices.results[]`: one device allocated for one request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClaimResult {
-    pub request: String,
-    pub driver: String,
-    pub pool: String,
-    pub device: String,
-}
-
-/// One opaque config of the NVIDIA driver in `status.allocation.devices.config[]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClaimConfig {
-    /// Request names it applies to; empty applies to every request whose device type fits.
-    pub requests: Vec<String>,
-    pub kind: ConfigKind,
-    /// `Ok(None)`: no sharing set; `Err`: why the config could not be read.
-    pub sharing: Result<Option<SharingConfig>, String>,
-}
-
-/// The config's `kind`, which decides the device types it may govern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigKind {
-    Gpu,
-    MigDevice,
-    Vfio,
-    /// Unreadable: it may govern any device.
-    Unknown,
-}
-
-impl ConfigKind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Gpu => "GpuConfig",
-            Self::MigDevice => "MigDeviceConfig",
-            Self::Vfio => "VfioDeviceConfig",
-            Self::Unknown => "config",
-        }
-    }
-
-    /// The ResourceSlice `type` attribute of the devices this kind may govern.
-    fn fits(self, device_type: &str) -> bool {
-        match self {
-            Self::Gpu => device_type == "gpu",
-            Self::MigDevice => device_type == "mig",
-            Self::Vfio => device_type == "vfio",
-            Self::Unknown => true,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SharingConfig {
-    TimeSlicing { interval: Option<String> },
-    Mps(MpsConfig),
-}
-
-/// `sharing.mpsConfig`, checked the way the driver checks it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MpsConfig {
-    /// `defaultActiveThreadPercentage`, 0..=100.
-    pub thread_percentage: Option<u8>,
-    /// `defaultPinnedDeviceMemoryLimit`, in whole MiB as MPS receives it.
-    pub default_pinned_bytes: Option<u64>,
-    /// `defaultPerDevicePinnedMemoryLimit`: device UUID or index within the config's devices.
-    pub per_device_pinned: Vec<(String, u64)>,
-    /// Fields this version does not know, skipped.
-    pub ignored: Vec<String>,
-}
-
-/// What a claim's config says about one allocated device; shown per holding in
-/// `/debug/attribution`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct DraDeviceConfig {
-    /// `<namespace>/<name>` of the claim.
-    pub claim: String,
-    pub request: String,
-    /// Which config governs the device, e.g. `DRA GpuConfig MPS`.
-    pub config: String,
-    /// `None` when the governing config could not be read.
-    pub strategy: Option<DeclaredStrategy>,
-    /// MPS: each client's share of the SMs (active thread percentage / 100).
-    pub thread_ratio: Option<f64>,
-    /// MPS: each client's pinned device memory limit.
-    pub memory_bytes: Option<u64>,
-    pub notes: Vec<String>,
-}
-
-// thread_ratio is a percentage in 0..=100 divided by 100, never NaN.
-impl Eq for DraDeviceConfig {}
-
-/// `(driver, pool, device)` of an allocated device.
-pub type DeviceKey = (String, String, String);
 
 /// What each of the claim's NVIDIA devices is configured with, following the driver
 /// (`prepareDevices`): the last config in precedence order that names the device's request,
@@ -289,12 +183,6 @@ fn apply_mps(cfg: &mut DraDeviceConfig, m: &MpsConfig, uuids: &[Option<&str>], n
     if let Some(b) = found {
         cfg.memory_bytes = Some(b);
     }
-}
-
-/// The strategy the DRA configs of a device's holdings declare; MPS when any says MPS.
-pub fn declared(holdings: &[Holding]) -> Option<DeclaredStrategy> {
-    let strategies = holdings.iter().filter_map(|h| h.dra.as_ref()?.strategy);
-    strategies.max_by_key(|s| matches!(s, DeclaredStrategy::Mps))
 }
 
 #[cfg(test)]

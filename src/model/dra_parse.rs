@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use super::dra::{ClaimConfig, ClaimResult, ConfigKind, DraClaim, MpsConfig, SharingConfig};
+use super::dra_claim::{ClaimConfig, ClaimResult, ConfigKind, DraClaim, MpsConfig, SharingConfig};
 
 /// The driver whose opaque configs tessera reads (the NVIDIA DRA driver's GPU plugin).
 pub const NVIDIA_DRIVER: &str = "gpu.nvidia.com";

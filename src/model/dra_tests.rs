@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::model::dra_claim::ConfigKind;
 use crate::model::dra_parse::parameters;
 
 const GIB: u64 = 1 << 30;

@@ -4,127 +4,25 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use serde::Serialize;
-
 use super::allocations::Allocations;
-pub use super::attribution::PodRef;
-use super::attribution::{self, AttributionStats, DeviceIndex, Holding, Pods, Target};
+use super::attribution::{self, AttributionStats};
+use super::billing;
 use super::cluster::{ClusterView, SharingStrategy};
 use super::compute::{
     self, Activity, ActivityInputs, DeviceCompute, DeviceSplit, ProcessShare, SplitMethod,
 };
 use super::device_id::ResourceMatcher;
+use super::evidence;
+use super::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
 use super::identity::CgroupIdentity;
-use super::limits::{self, Limits};
+use super::limits;
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
-use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
+use super::view::{CollectorStatus, ContainerUse, GpuView, Limits, MigView, ProcessView, Snapshot};
+use super::{MigSample, NvmlSample, ProcessKind, ProcessSample};
 
 /// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
 /// evidence of idleness and is capped.
 const MAX_IDLE_STEP_SECONDS: f64 = 60.0;
-
-/// Health of one collector, as the sampler saw it this cycle.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CollectorStatus {
-    pub name: &'static str,
-    pub success: bool,
-    pub duration_seconds: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProcessView {
-    #[serde(flatten)]
-    pub sample: ProcessSample,
-    pub pod: Option<Arc<PodRef>>,
-    /// The share tessera publishes, decided by [`compute::split`]; `sample` keeps NVML's raw word.
-    pub compute: ProcessShare,
-    /// Cumulative kernel busy seconds and kernels the CUDA probe reported, when it runs.
-    pub probe_busy_seconds: Option<f64>,
-    pub probe_kernels: Option<u64>,
-}
-
-/// One container's hold on, and use of, one device (a GPU or a MIG instance).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ContainerUse {
-    pub pod: Arc<PodRef>,
-    pub mig_uuid: Option<String>,
-    pub sharing_mode: SharingMode,
-    /// Empty when the container runs on the device without an allocation.
-    pub allocations: Vec<Holding>,
-    pub processes: usize,
-    pub memory_used_bytes: u64,
-    /// Sum of its processes' shares of device time (on MIG, the instance's activity when it is
-    /// the one active holder); `None` when no source can tell (see [`compute`]).
-    pub sm_utilization: Option<f64>,
-    /// The CUDA probe's busy share (normalised under time-slicing), when every process of the
-    /// container on the device reports.
-    pub busy_ratio: Option<f64>,
-    /// Accumulated `busy_ratio` × sample interval.
-    pub busy_seconds: f64,
-    pub activity: Activity,
-    pub idle_seconds: f64,
-    /// Seconds held while idleness could not be decided: neither idle nor busy.
-    pub unknown_seconds: f64,
-    /// Runs processes on a device it was not allocated, while allocations are known.
-    pub unallocated_use: bool,
-    /// What it may use of the device (filled by `limits::fill_all` once the GPU is built).
-    pub limits: Limits,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct MigView {
-    #[serde(skip)]
-    pub sample: MigSample,
-    pub uuid: String,
-    pub profile: String,
-    pub sharing_mode: SharingMode,
-    pub evidence: SharingEvidence,
-    pub why: Vec<&'static str>,
-    pub sharers: u32,
-    pub replicas: u32,
-    pub compute: DeviceSplit,
-    /// Measured activity no container was given (withheld shares, processes outside pods).
-    pub unattributed: Option<f64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GpuView {
-    #[serde(skip)]
-    pub sample: GpuSample,
-    pub index: u32,
-    pub uuid: String,
-    pub up: bool,
-    /// Whether GPM answered this sample, and why not (shown on /debug/attribution).
-    pub gpm: Option<super::GpmStatus>,
-    pub sharing_mode: SharingMode,
-    pub evidence: SharingEvidence,
-    pub why: Vec<&'static str>,
-    pub sharers: u32,
-    pub replicas: u32,
-    pub mig: Vec<MigView>,
-    pub compute: DeviceSplit,
-    pub unattributed: Option<f64>,
-    /// Containers (a process without a known pod counts as one) with a process that may run
-    /// kernels on the GPU this sample.
-    pub active_containers: u32,
-    pub containers: Vec<ContainerUse>,
-    pub processes: Vec<ProcessView>,
-}
-
-/// What the exporter shows for one sample. Immutable once built; swapped whole.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Snapshot {
-    pub node: String,
-    pub timestamp_seconds: f64,
-    pub driver_version: String,
-    pub gpus: Vec<GpuView>,
-    pub collectors: Vec<CollectorStatus>,
-    pub nvml_errors: BTreeMap<&'static str, u64>,
-    pub sample_duration_seconds: f64,
-    /// Sample cycles published since start, this one included.
-    pub samples_total: u64,
-    pub attribution: AttributionStats,
-}
 
 pub struct JoinInputs<'a> {
     pub node: &'a str,
@@ -208,7 +106,7 @@ fn evidence(
         replica_ids: facts.holdings.iter().any(|h| h.replica)
             || facts.offered.is_some_and(|n| n > 1),
         // A claim's config speaks for the device itself; node labels for the whole node.
-        declared: super::dra::declared(facts.holdings).or(declared),
+        declared: super::holding::dra_declared(facts.holdings).or(declared),
         shared_claim: claims.values().any(|pods| pods.len() > 1),
         fractional: facts
             .holdings
@@ -338,6 +236,10 @@ fn containers(
         } else {
             sum(|s| s.share)
         };
+        // A figure decided for the whole container (sole-active-container, by-difference).
+        if let Some(w) = split.wide.as_ref().filter(|w| w.is_container(&row.pod)) {
+            row.sm_utilization = Some(w.share);
+        }
         row.busy_ratio = if pids.is_empty() {
             None
         } else {
@@ -377,6 +279,11 @@ fn split_device(
     activity: &ActivityInputs,
 ) -> DeviceSplit {
     let samples: Vec<&ProcessSample> = facts.processes.iter().map(|p| &p.sample).collect();
+    let owners: HashMap<u32, &PodRef> = facts
+        .processes
+        .iter()
+        .filter_map(|p| Some((p.sample.pid, p.pod.as_deref()?)))
+        .collect();
     let mps = matches!(mode, SharingMode::Mps | SharingMode::MigMps)
         || samples.iter().any(|p| {
             matches!(
@@ -384,13 +291,16 @@ fn split_device(
                 Some(ProcessKind::MpsServer | ProcessKind::MpsClient)
             )
         });
-    compute::split(&DeviceCompute {
+    let d = DeviceCompute {
         processes: &samples,
         device_activity,
         mps,
         mig_instance,
         activity,
-    })
+    };
+    let mut split = compute::split(&d);
+    evidence::review(&mut split, &d, &owners);
+    split
 }
 
 fn unattributed_of(split: &DeviceSplit, rows: &[ContainerUse]) -> Option<f64> {
@@ -486,6 +396,15 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         };
         let mut mig_views = Vec::new();
         let mut rows = Vec::new();
+        let before = inputs
+            .previous
+            .and_then(|s| s.gpus.iter().find(|v| v.uuid == gpu.uuid));
+        let previous_of = |mig: Option<&str>| match before {
+            Some(v) => billing::Previous::of(&v.pods, &v.accounts, mig),
+            None => billing::Previous::default(),
+        };
+        let mut pods = Vec::new();
+        let mut accounts = Vec::new();
         for (m, mig) in gpu.mig_instances.iter().enumerate() {
             let facts = facts_for(
                 Some(mig),
@@ -501,6 +420,16 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             let split = split_device(&facts, activity, mode, true, inputs.activity);
             let instance_rows = containers(&ctx, &facts, mode, Some(mig), &split);
             let unattributed = unattributed_of(&split, &instance_rows);
+            let (p, a) = billing::account(
+                &split,
+                &instance_rows,
+                Some(&mig.uuid),
+                unattributed,
+                ctx.dt,
+                &previous_of(Some(&mig.uuid)),
+            );
+            pods.extend(p);
+            accounts.push(a);
             rows.extend(instance_rows);
             shares.extend(split.shares.iter().map(|(k, v)| (*k, *v)));
             mig_views.push(MigView {
@@ -531,6 +460,18 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         let split = split_device(&facts, activity, mode, false, inputs.activity);
         let gpu_rows = containers(&ctx, &facts, mode, None, &split);
         let unattributed = unattributed_of(&split, &gpu_rows);
+        if !mig_enabled {
+            let (p, a) = billing::account(
+                &split,
+                &gpu_rows,
+                None,
+                unattributed,
+                ctx.dt,
+                &previous_of(None),
+            );
+            pods.extend(p);
+            accounts.push(a);
+        }
         let active_containers = {
             let owners: BTreeSet<Option<&PodRef>> = processes
                 .iter()
@@ -579,6 +520,8 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             active_containers,
             containers: rows,
             processes,
+            pods,
+            accounts,
             sample: gpu.clone(),
         });
     }

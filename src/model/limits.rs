@@ -1,133 +1,13 @@
-//! Per-container GPU limits, and the holdings fractional schedulers create: HAMi's and
-//! Volcano's annotations replace the kubelet's placeholder device IDs, and KAI's fraction pods
-//! take over their reservation pod's GPU. Pure.
+//! Per-container GPU limits: a fractional scheduler's grant, the container's MPS variables,
+//! or the MPS defaults of its DRA claim or device plugin. Pure.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::HashMap;
 
-use serde::Serialize;
-
-use super::attribution::{DeviceIndex, Holding, Pods, Target};
 use super::cluster::ClusterView;
-use super::fractional::{Grant, Scheduler};
-use super::join::{ContainerUse, GpuView};
+use super::fractional::Grant;
+use super::holding::PodRef;
 use super::sharing::SharingMode;
-
-/// What a container may use of one device, and who says so.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Limits {
-    pub memory_bytes: Option<u64>,
-    pub compute_ratio: Option<f64>,
-    /// `hami`, `volcano-vgpu`, `kai`, `mps-env` (the container's own variables),
-    /// `dra-mps` (the DRA claim's `GpuConfig`/`MigDeviceConfig` MPS defaults) or
-    /// `mps-device-plugin` (replicas split the device evenly).
-    pub source: Option<&'static str>,
-}
-
-/// Holdings for a container's grants, in place of the kubelet's IDs of `resource`; raw IDs
-/// are kept as `device_id` where they pair up one to one.
-pub fn grant_holdings(
-    out: &mut BTreeMap<Target, Vec<Holding>>,
-    grants: &[&Grant],
-    resource: &str,
-    raw_ids: &[String],
-    index: &DeviceIndex,
-    pod: &Arc<super::attribution::PodRef>,
-) -> usize {
-    let mut unresolved = 0;
-    let paired = raw_ids.len() == grants.len();
-    for (i, g) in grants.iter().enumerate() {
-        let Some(uuid) = g.uuid.as_deref() else {
-            continue;
-        };
-        let Some(target) = index.by_uuid(uuid) else {
-            unresolved += 1;
-            continue;
-        };
-        let device_id = if paired {
-            raw_ids[i].clone()
-        } else {
-            uuid.to_owned()
-        };
-        out.entry(target).or_default().push(Holding {
-            pod: pod.clone(),
-            resource: resource.to_owned(),
-            device_id,
-            claim: String::new(),
-            replica: true,
-            grant: Some((*g).clone()),
-            dra: None,
-        });
-    }
-    unresolved
-}
-
-/// A reservation's GPU, its UUID, and the reservation pod's namespace and name.
-type Reserved = (Target, Option<String>, (String, String));
-
-/// KAI: each fraction pod holds its group's reserved GPU; a reservation pod whose group has
-/// fraction pods on this node stops counting as a holder (it is the scheduler's placeholder,
-/// not a tenant), while one without any keeps its holding so it still shows as waste.
-pub fn attach_kai(
-    out: &mut BTreeMap<Target, Vec<Holding>>,
-    cluster: Option<&ClusterView>,
-    index: &DeviceIndex,
-    pods: &mut Pods,
-) {
-    let Some(cluster) = cluster else { return };
-    let mut groups: HashMap<&str, Reserved> = HashMap::new();
-    for p in &cluster.pods {
-        let Some(r) = &p.sharing.reservation else {
-            continue;
-        };
-        let from_kubelet = || {
-            out.iter().find_map(|(t, hs)| {
-                let h = hs
-                    .iter()
-                    .find(|h| h.pod.namespace == p.namespace && h.pod.pod == p.name)?;
-                Some((*t, h.device_id.split("::").next().map(str::to_owned)))
-            })
-        };
-        let target = r
-            .uuid
-            .as_deref()
-            .and_then(|u| Some((index.by_uuid(u)?, Some(u.to_owned()))))
-            .or_else(from_kubelet);
-        if let Some((t, uuid)) = target {
-            groups.insert(&r.group, (t, uuid, (p.namespace.clone(), p.name.clone())));
-        }
-    }
-    let mut used: Vec<(Target, (String, String))> = Vec::new();
-    for p in &cluster.pods {
-        let kai = p
-            .sharing
-            .grants
-            .iter()
-            .filter(|g| g.scheduler == Scheduler::Kai);
-        for (group, grant) in p.sharing.kai_groups.iter().zip(kai) {
-            let Some((target, uuid, reservation)) = groups.get(group.as_str()) else {
-                continue;
-            };
-            let mut g = grant.clone();
-            g.uuid = uuid.clone();
-            out.entry(*target).or_default().push(Holding {
-                pod: pods.get(&p.namespace, &p.name, &grant.container, Some(p)),
-                resource: super::fractional::KAI_FRACTION.to_owned(),
-                device_id: uuid.clone().unwrap_or_default(),
-                claim: String::new(),
-                replica: true,
-                grant: Some(g),
-                dra: None,
-            });
-            used.push((*target, reservation.clone()));
-        }
-    }
-    for (target, (ns, name)) in used {
-        if let Some(hs) = out.get_mut(&target) {
-            hs.retain(|h| !(h.pod.namespace == ns && h.pod.pod == name && h.grant.is_none()));
-        }
-    }
-}
+use super::view::{ContainerUse, GpuView, Limits};
 
 /// Each container's limits on each device of one GPU: a scheduler's grant first, then the
 /// container's own MPS variables, then the MPS defaults its DRA claim configures or the
@@ -253,7 +133,7 @@ impl Ordinals {
         Self { by_container }
     }
 
-    fn of(&self, pod: &super::attribution::PodRef, gpu: &str, mig: Option<&str>) -> u32 {
+    fn of(&self, pod: &PodRef, gpu: &str, mig: Option<&str>) -> u32 {
         self.by_container
             .get(&(
                 pod.namespace.clone(),

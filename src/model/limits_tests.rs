@@ -8,7 +8,8 @@ use crate::model::allocations::{
 use crate::model::cluster::{ClusterView, PodMeta, SharingStrategy};
 use crate::model::device_id::ResourceMatcher;
 use crate::model::fractional::{self, PodParts, PodSharing};
-use crate::model::join::{join, JoinInputs, Snapshot};
+use crate::model::join::{join, JoinInputs};
+use crate::model::view::Snapshot;
 use crate::model::{GpuSample, MemoryBytes, NvmlSample, SharingMode};
 
 const G0: &str = "GPU-0fc3eda5-e98b-a25b-5b0d-cf5c855d1448";
@@ -93,7 +94,7 @@ fn run(gpus: Vec<GpuSample>, alloc: &Allocations, cluster: &ClusterView) -> Snap
     })
 }
 
-fn row<'a>(s: &'a Snapshot, pod: &str) -> (u32, &'a crate::model::join::ContainerUse) {
+fn row<'a>(s: &'a Snapshot, pod: &str) -> (u32, &'a crate::model::view::ContainerUse) {
     s.gpus
         .iter()
         .find_map(|g| {

@@ -1,18 +1,33 @@
 //! Plain data: what the sources saw and what the exporter shows. No I/O, no NVML or Prometheus
 //! types, so every attribution rule can be tested without a GPU.
+//!
+//! Files import only files below them (`tests/module_layers.rs` fails on a circle), bottom-up:
+//! - the samples (this file), `sharing`, `fractional`, `device_id`, `identity`, `allocations`;
+//! - DRA: `dra_claim` (plain types), `dra_parse`, `dra`; then `cluster`, the pods' view;
+//! - who holds what: `holding` (plain types), `grants`, `attribution`;
+//! - compute: `figures` (plain types), `compute`, `evidence`;
+//! - what the exporter shows: `view` (plain types), filled by `limits` and `billing`;
+//! - `join`, which runs them all.
 
 pub mod allocations;
 pub mod attribution;
+pub mod billing;
 pub mod cluster;
 pub mod compute;
 pub mod device_id;
 pub mod dra;
+pub mod dra_claim;
 mod dra_parse;
+pub mod evidence;
+pub mod figures;
 pub mod fractional;
+pub mod grants;
+pub mod holding;
 pub mod identity;
 pub mod join;
 pub mod limits;
 pub mod sharing;
+pub mod view;
 
 use std::collections::BTreeMap;
 
@@ -217,5 +232,5 @@ pub struct ProcessSample {
     pub mig_uuid: Option<String>,
 }
 
-pub use join::{CollectorStatus, Snapshot};
 pub use sharing::SharingMode;
+pub use view::{CollectorStatus, Snapshot};

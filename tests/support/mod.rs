@@ -302,6 +302,12 @@ const VOLATILE: &[&str] = &[
     "gpu_container_idle{",
     "gpu_container_activity_unknown_seconds_total",
     "gpu_container_busy_seconds_total",
+    // Integrated over the samples' real intervals, like the busy seconds.
+    "gpu_compute_busy_seconds_total",
+    "gpu_compute_attributed_seconds_total",
+    "gpu_compute_split_disputed_total",
+    "gpu_pod_attributed_seconds_total",
+    "gpu_pod_unattributed_seconds_total",
     "tessera_samples_total",
     "tessera_build_info",
 ];

@@ -18,7 +18,7 @@ use prometheus_client::registry::Registry;
 use self::fields::{Field, Rule};
 use self::split::{split, Owner};
 use super::EncodeOptions;
-use crate::model::join::{ContainerUse, GpuView, MigView};
+use crate::model::view::{ContainerUse, GpuView, MigView};
 use crate::model::{SharingMode, Snapshot};
 
 type Label = (Cow<'static, str>, Arc<str>);

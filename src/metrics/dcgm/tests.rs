@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::*;
 use crate::model::compute::Activity;
-use crate::model::join::{join, JoinInputs, PodRef};
+use crate::model::holding::PodRef;
+use crate::model::join::{join, JoinInputs};
 use crate::model::{GpmActivity, GpuSample, MemoryBytes, MigSample, NvmlSample};
 
 const MIB_U: u64 = 1024 * 1024;

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use super::{table, Families, Family, Labels, Value};
 use crate::metrics::table::label;
-use crate::model::join::{ContainerUse, GpuView, MigView, ProcessView};
+use crate::model::view::{ContainerUse, GpuView, MigView, ProcessView};
 use crate::model::CLOCK_EVENT_REASONS;
 
 fn gpu_labels(node: &str, g: &GpuView) -> Labels {

@@ -16,7 +16,8 @@ use ::kube::Client;
 use k8s_openapi::api::resource::{v1, v1beta1};
 
 use super::KubeSourceError;
-use crate::model::dra::{claim_from_json, DraClaim};
+use crate::model::dra::claim_from_json;
+use crate::model::dra_claim::DraClaim;
 
 /// `(namespace, name)` of a claim.
 pub(super) type ClaimKey = (String, String);

@@ -27,11 +27,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::model::dra::DraClaim;
+use crate::model::dra_claim::{DraClaim, DraDevice};
 use crate::source::SourceState;
 
 pub use crate::model::cluster::{
-    ClusterView, ContainerMeta, DraDevice, NodeSharing, PodMeta, SharingStrategy,
+    ClusterView, ContainerMeta, NodeSharing, PodMeta, SharingStrategy,
 };
 
 /// Bounds every response so a hung API server surfaces as an error; above the watch timeout,

@@ -9,7 +9,7 @@ use ::kube::Client;
 use k8s_openapi::api::resource::{v1, v1beta1};
 
 use super::KubeSourceError;
-pub use crate::model::cluster::DraDevice;
+pub use crate::model::dra_claim::DraDevice;
 
 /// Which `resource.k8s.io` version answers; clusters before 1.34 serve only the betas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

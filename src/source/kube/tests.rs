@@ -9,7 +9,9 @@ use super::*;
 use crate::fakes::apiserver::{FakeApiServer, FakeCluster};
 
 pub(super) const NODE: &str = "node-a";
-pub(super) const DEADLINE: Duration = Duration::from_secs(30);
+/// A hang guard, not a timing claim: kube-rs's default backoff grows to 30 s between retries,
+/// so after a run of injected failures on a loaded machine one retry alone can take that long.
+pub(super) const DEADLINE: Duration = Duration::from_secs(90);
 
 pub(super) type Rx = watch::Receiver<SourceState<ClusterView>>;
 

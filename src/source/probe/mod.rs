@@ -24,6 +24,9 @@ pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL
 const MAX_CONNECTIONS: usize = 4096;
 /// Reports kept per process: enough to span the window at one report a second.
 const MAX_REPORTS: usize = 32;
+/// A probe that reports once a second and has not for this long has stopped; its process is
+/// disputed, not read as unprobed, until it is forgotten.
+const SILENT_AFTER: Duration = Duration::from_secs(3);
 /// A process that stopped reporting is forgotten after this.
 const FORGET_AFTER: Duration = Duration::from_secs(30);
 /// Timelines are read this far behind a process's latest report: kernels still running when
@@ -248,6 +251,14 @@ impl ProbeBook {
                         traced_share: traced_share.flatten(),
                         busy_seconds: last.busy_ns as f64 / 1e9,
                         kernels: last.kernels,
+                        silent: now.saturating_duration_since(last.at) > SILENT_AFTER,
+                        clock_seconds: r.timeline.as_ref().and_then(|t| {
+                            let (clock_ns, at) = t.clock?;
+                            Some(
+                                clock_ns as f64 / 1e9
+                                    + now.saturating_duration_since(at).as_secs_f64(),
+                            )
+                        }),
                     },
                 ))
             })
