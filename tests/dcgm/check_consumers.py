@@ -170,6 +170,13 @@ def main():
         f"demo node: {len(gpus)} GPUs from gpu_info, MIG on {sorted(mig_gpus)}",
     )
 
+    additive = additive_fields(args.metrics_doc)
+    c.check(
+        set(additive) == set(DEVICE_FAMILY),
+        f"the {len(additive)} additive fields of {args.metrics_doc} are the ones this checker knows"
+        + (f"; differ: {sorted(set(additive) ^ set(DEVICE_FAMILY))}" if set(additive) != set(DEVICE_FAMILY) else ""),
+    )
+
     # --- NVIDIA's dashboard --------------------------------------------------------------------
     dash = spec["dashboard"]
     absent = {
@@ -325,7 +332,7 @@ def main():
         for m, _ in rows:
             sharing[device_key(m)] = m.get("sharing_mode", "")
     shared = {k for k, mode in sharing.items() if mode.split("+")[-1] not in EXCLUSIVE}
-    for f in additive_fields(args.metrics_doc):
+    for f in additive:
         rows = compat.get(f, [])
         tenants = [(m, v) for m, v in rows if device_key(m) in shared and pod_of(m)[2]]
         if f in TENANT_FAMILY:
@@ -375,7 +382,7 @@ def main():
     )
 
     # --- the sum by GPU is the device total, for every additive field -------------------------
-    for f in additive_fields(args.metrics_doc):
+    for f in additive:
         if f not in DEVICE_FAMILY:
             c.fail(f"sum by GPU: additive field {f} has no entry in DEVICE_FAMILY (check_consumers.py)")
             continue
