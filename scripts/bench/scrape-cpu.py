@@ -1,15 +1,14 @@
 #!/usr/bin/env python3
-"""CPU per scrape and per sample cycle of a running tessera, scraped the way Prometheus does it.
+"""CPU per scrape of a running tessera, scraped the way Prometheus does it.
 
     scrape-cpu.py URL PID SCRAPES [gzip|plain]
 
 Sends SCRAPES sequential GETs (one client, Accept-Encoding as given) and reads tessera's thread
-CPU times (schedstat) before and after. The sampler thread's CPU is the encode of every sample
-(once a second, whatever the scrapers do); the other threads' CPU is the serving of the scrapes
-(the XID thread is left out). Prints one line:
+CPU times (schedstat) before and after. The serving threads' CPU is counted; the sampler thread
+(the once-a-second encode, whatever the scrapers do: scripts/bench-scrape.sh measures it over an
+idle window) and the XID thread are left out. Prints one line:
 
-    scrapes=… seconds=… p50_ms=… p99_ms=… max_ms=… serve_cpu_ms_per_scrape=…
-    sampler_cpu_ms_per_cycle=… bytes=…
+    scrapes=… seconds=… p50_ms=… p99_ms=… max_ms=… serve_cpu_ms_per_scrape=… bytes=…
 """
 import os
 import sys
@@ -18,7 +17,7 @@ import urllib.request
 
 
 def cpu(pid):
-    total = sampler = xid = 0.0
+    total = other = 0.0
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
@@ -28,11 +27,9 @@ def cpu(pid):
         except (OSError, ValueError, IndexError):
             continue
         total += s
-        if name.startswith("tessera-sampler"):
-            sampler += s
-        elif name.startswith("tessera-xid"):
-            xid += s
-    return total - sampler - xid, sampler
+        if name.startswith(("tessera-sampler", "tessera-xid")):
+            other += s
+    return total - other
 
 
 def main(argv):
@@ -43,7 +40,7 @@ def main(argv):
     headers = {"Accept-Encoding": "gzip"} if enc == "gzip" else {}
     lat = []
     size = 0
-    serve0, samp0 = cpu(pid)
+    serve0 = cpu(pid)
     t0 = time.monotonic()
     for _ in range(n):
         s = time.monotonic()
@@ -51,7 +48,7 @@ def main(argv):
             size = len(r.read())
         lat.append(time.monotonic() - s)
     elapsed = time.monotonic() - t0
-    serve1, samp1 = cpu(pid)
+    serve1 = cpu(pid)
     lat.sort()
 
     def q(p):
@@ -59,8 +56,7 @@ def main(argv):
 
     print(
         f"scrapes={n} seconds={elapsed:.1f} p50_ms={q(0.5):.3f} p99_ms={q(0.99):.3f} max_ms={lat[-1] * 1000:.3f} "
-        f"serve_cpu_ms_per_scrape={(serve1 - serve0) * 1000 / n:.3f} "
-        f"sampler_cpu_ms_per_cycle={(samp1 - samp0) * 1000 / max(elapsed, 1e-9):.3f} bytes={size}"
+        f"serve_cpu_ms_per_scrape={(serve1 - serve0) * 1000 / n:.3f} bytes={size}"
     )
 
 
