@@ -7,6 +7,7 @@
 //! cargo bench --bench join_encode                      # dense node + scale curve, markdown
 //! cargo bench --bench join_encode -- --iters 1000      # more iterations on the dense node
 //! cargo bench --bench join_encode -- --callgrind 8 500 300 [--no-mig] [--cycles 5]
+//! cargo bench --bench join_encode -- --dcgm-compat       # the same with --metrics.dcgm-compat
 //! ```
 //!
 //! `--callgrind G P Q` builds one node (G GPUs, P processes, Q pods), runs one warm-up cycle and
@@ -425,7 +426,7 @@ fn us(d: Duration) -> String {
 /// With `flush`, every cycle starts after overwriting that buffer (make it larger than the last
 /// level cache): caches as cold as a once-a-second sampler finds them after other work.
 fn run(inputs: &Inputs, warmup: usize, iters: usize, mut flush: Option<&mut [u8]>) -> Timings {
-    let opts = EncodeOptions::default();
+    let opts = options();
     let mut previous: Option<Snapshot> = None;
     let mut ts = 1.7e9;
     let mut t = Timings::default();
@@ -629,7 +630,7 @@ fn measured_cycles(
 
 fn callgrind(shape: Shape, cycles: usize) {
     let inputs = Inputs::build(shape);
-    let opts = EncodeOptions::default();
+    let opts = options();
     // One cycle outside the measured function: one-time initialisation (lazy tables) and the
     // first snapshot, so every measured cycle is a steady-state one.
     let first = inputs.join(1.7e9, None);
@@ -642,6 +643,16 @@ fn num(it: &mut impl Iterator<Item = String>, what: &str) -> Result<usize, Box<d
     let v = it.next().ok_or_else(|| format!("{what} needs a number"))?;
     v.parse::<usize>()
         .map_err(|e| format!("{what}: {v:?}: {e}").into())
+}
+
+/// `--dcgm-compat`: encode dcgm-exporter's families too, as `--metrics.dcgm-compat` does.
+static DCGM_COMPAT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn options() -> EncodeOptions {
+    EncodeOptions {
+        dcgm_compat: DCGM_COMPAT.load(std::sync::atomic::Ordering::Relaxed),
+        ..EncodeOptions::default()
+    }
 }
 
 struct Args {
@@ -668,6 +679,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             }
             "--cycles" => args.cycles = num(&mut it, "--cycles")?.max(1),
             "--no-mig" => no_mig = true,
+            "--dcgm-compat" => DCGM_COMPAT.store(true, std::sync::atomic::Ordering::Relaxed),
             "--callgrind" => {
                 let gpus = num(&mut it, "--callgrind GPUS")?.max(1);
                 let procs = num(&mut it, "--callgrind PROCESSES")?;

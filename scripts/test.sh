@@ -13,6 +13,8 @@ echo "== cargo test"; cargo test --workspace 2>&1 | tee "$LOGS/cargo-test.log"
 echo "== release build for the Prometheus tests"; cargo build --release -p tessera
 echo "== rules, dashboards and manifests against a real Prometheus"
 TESSERA_BIN=target/release/tessera scripts/test-prometheus.sh
+echo "== dcgm-exporter's consumers (NVIDIA's dashboard, OpenCost, an autoscaler) against --metrics.dcgm-compat"
+TESSERA_BIN=target/release/tessera scripts/test-dcgm-compat.sh
 echo "== sharing advisor: a week of history backfilled into Prometheus, advice checked per workload shape"
 TESSERA_BIN=target/release/tessera scripts/test-advisor.sh
 # --- install on a cluster (issue 11): Helm chart, container image, alerts through Alertmanager

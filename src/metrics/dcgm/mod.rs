@@ -422,7 +422,11 @@ fn mig_device(out: &mut Out, node: &str, driver: &str, g: &GpuView, m: &MigView)
         out,
         &d,
         Additive {
-            gr_engine: gpm.and_then(|a| a.graphics_activity),
+            // The quantity tessera's per-container figures on an instance divide (its GPM SM
+            // activity), as on a whole GPU: so an exclusive holder's value is its own
+            // `gpu_container_sm_utilization_ratio` and the split's remainder is time no tenant
+            // was given, not the gap between two different counters.
+            gr_engine: gpm.map(|a| a.sm_activity),
             util: None,
             mem_util: None,
             enc_util: None,

@@ -331,8 +331,10 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
         sm,
         vec![("solo".into(), 0.4), ("x".into(), 0.3), ("".into(), 0.2)]
     );
+    // On an instance the engine's figure is the SM activity the container shares divide, not
+    // GPM's graphics figure (0.45, 0.55): the sole holder's value is its own figure.
     let gr = series(&t, "DCGM_FI_PROF_GR_ENGINE_ACTIVE");
-    assert_eq!(gr[0], ("solo".into(), 0.45));
+    assert_eq!(gr, sm);
     let fb = series(&t, "DCGM_FI_DEV_FB_USED");
     assert_eq!(
         fb,

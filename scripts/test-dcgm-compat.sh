@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# What dcgm-exporter's consumers ask, asked of tessera: `--demo --metrics.dcgm-compat` scraped by a
+# real Prometheus, then NVIDIA's dashboard panels, OpenCost's GPU queries and an autoscaler's
+# per-pod query evaluated as those tools send them (tests/dcgm/consumer-queries.yaml), checked
+# against tessera's own families (tests/dcgm/check_consumers.py).
+#
+#   TESSERA_BIN=target/release/tessera scripts/test-dcgm-compat.sh
+#
+# Two scrape jobs, as a Kubernetes scrape of an exporter pod has them: both carry the exporter's
+# own `namespace`, `pod` and `container` as target labels.
+#   dcgm-honor  /metrics of the main listener, honor_labels: true (the series keep their pod labels)
+#   dcgm-plain  /metrics of --web.dcgm-listen-address, honor_labels: false (Prometheus renames the
+#               series' pod labels to exported_namespace, exported_pod, exported_container)
+# Listens on 127.0.0.1 only; every process it starts is stopped on exit; bounded by
+# TESSERA_TEST_TIMEOUT seconds (default 120). Last line: "N passed, M failed".
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+TESSERA_BIN=${TESSERA_BIN:-target/release/tessera}
+LIMIT=${TESSERA_TEST_TIMEOUT:-120}
+# Scrapes to wait for: the checks average over the last 10 s.
+SCRAPES=${DCGM_TEST_SCRAPES:-12}
+
+passed=0
+failed=0
+pids=()
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-dcgm-test.XXXXXX")
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'echo "interrupted"; echo "$passed passed, $((failed + 1)) failed"; exit 130' INT TERM
+
+# shellcheck source=lib/harness.sh
+. scripts/lib/harness.sh
+start_watchdog test-dcgm-compat.sh "$LIMIT"
+pids+=("$watchdog_pid")
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+wait_http() {
+  local url=$1 n=$2 pid=${3:-} i
+  for ((i = 0; i < n * 4; i++)); do
+    if curl -fsS --max-time 2 "$url" >/dev/null 2>&1; then return 0; fi
+    if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then return 1; fi
+    sleep 0.25
+  done
+  return 1
+}
+prom_value() {
+  curl -fsS --max-time 5 "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true
+}
+finish() {
+  echo
+  echo "$passed passed, $failed failed"
+  ((failed == 0))
+  exit
+}
+
+section "dcgm-exporter's consumers against tessera --demo --metrics.dcgm-compat"
+for tool in prometheus python3 curl; do
+  command -v "$tool" >/dev/null 2>&1 || { fail "missing tool: $tool"; finish; }
+done
+python3 -c 'import yaml' 2>/dev/null || { fail "missing python3-yaml"; finish; }
+[[ -x $TESSERA_BIN ]] || { fail "no $TESSERA_BIN (cargo build --release -p tessera)"; finish; }
+
+main_port=$(free_port)
+dcgm_port=$(free_port)
+prom_port=$(free_port)
+"$TESSERA_BIN" --demo --metrics.dcgm-compat --web.listen-address="127.0.0.1:$main_port" \
+  --web.dcgm-listen-address="127.0.0.1:$dcgm_port" >"$tmp/exporter.log" 2>&1 &
+exp_pid=$!
+pids+=("$exp_pid")
+if wait_http "http://127.0.0.1:$dcgm_port/metrics" 30 "$exp_pid"; then
+  pass "tessera --demo --metrics.dcgm-compat: /metrics on :$main_port, DCGM families alone on :$dcgm_port"
+else
+  fail "tessera --demo --metrics.dcgm-compat did not serve"
+  tail -n 20 "$tmp/exporter.log" | sed 's/^/      /'
+  finish
+fi
+
+# The exporter pod's own labels, as Kubernetes service discovery attaches them to the target.
+target_labels='{namespace: gpu-monitoring, pod: tessera-7x2kq, container: tessera}'
+cat >"$tmp/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: dcgm-honor
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:$main_port"]
+        labels: $target_labels
+  - job_name: dcgm-plain
+    static_configs:
+      - targets: ["127.0.0.1:$dcgm_port"]
+        labels: $target_labels
+EOF
+prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
+  --web.listen-address="127.0.0.1:$prom_port" --log.level=warn >"$tmp/prometheus.log" 2>&1 &
+prom_pid=$!
+pids+=("$prom_pid")
+if ! wait_http "http://127.0.0.1:$prom_port/-/ready" 30 "$prom_pid"; then
+  fail "Prometheus did not become ready"
+  tail -n 20 "$tmp/prometheus.log" | sed 's/^/      /'
+  finish
+fi
+
+n=0
+for ((i = 0; i < 45; i++)); do
+  n=$(prom_value 'min(count_over_time(up[1m]) * (up == 1))')
+  if [[ -n $n && ${n%.*} -ge $SCRAPES ]]; then break; fi
+  sleep 1
+done
+if [[ -z $n || ${n%.*} -lt $SCRAPES ]]; then
+  fail "Prometheus did not scrape both jobs $SCRAPES times (got ${n:-none})"
+  curl -fsS --max-time 5 "http://127.0.0.1:$prom_port/api/v1/targets" | head -c 1500 | sed 's/^/      /' || true
+  finish
+fi
+pass "Prometheus scraped both jobs (honor_labels true and false) ${n%.*} times"
+
+log=$tmp/check_consumers.log
+python3 tests/dcgm/check_consumers.py --prom "http://127.0.0.1:$prom_port" \
+  --queries tests/dcgm/consumer-queries.yaml --metrics-doc docs/metrics.md \
+  --honor-job dcgm-honor --plain-job dcgm-plain --exporter-pod gpu-monitoring/tessera-7x2kq \
+  >"$log" 2>&1 || true
+grep -Ev '^ok ' "$log" || true
+line=$(grep -E '^check_consumers: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)
+if [[ -z $line ]]; then
+  fail "check_consumers.py did not finish"
+  tail -n 20 "$log" | sed 's/^/      /'
+else
+  p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
+  f=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
+  passed=$((passed + p))
+  failed=$((failed + f))
+fi
+finish
