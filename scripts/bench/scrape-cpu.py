@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CPU per scrape of a running tessera, scraped the way Prometheus does it.
 
-    scrape-cpu.py URL PID SCRAPES [gzip|plain]
+    scrape-cpu.py URL PID SCRAPES [gzip|plain] [LATENCIES_FILE]
 
 Sends SCRAPES sequential GETs (one client, Accept-Encoding as given) and reads tessera's thread
 CPU times (schedstat) before and after. The serving threads' CPU is counted; the sampler thread
@@ -33,10 +33,10 @@ def cpu(pid):
 
 
 def main(argv):
-    if len(argv) not in (4, 5):
+    if len(argv) not in (4, 5, 6):
         sys.exit(__doc__)
     url, pid, n = argv[1], int(argv[2]), int(argv[3])
-    enc = argv[4] if len(argv) == 5 else "gzip"
+    enc = argv[4] if len(argv) >= 5 else "gzip"
     headers = {"Accept-Encoding": "gzip"} if enc == "gzip" else {}
     lat = []
     size = 0
@@ -49,6 +49,10 @@ def main(argv):
         lat.append(time.monotonic() - s)
     elapsed = time.monotonic() - t0
     serve1 = cpu(pid)
+    if len(argv) == 6:
+        # Every latency, for percentiles pooled over rounds (one round's p99 is its 1 % tail).
+        with open(argv[5], "a") as f:
+            f.writelines(f"{x * 1000:.4f}\n" for x in lat)
     lat.sort()
 
     def q(p):
