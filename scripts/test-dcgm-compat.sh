@@ -40,22 +40,6 @@ trap 'echo "interrupted"; echo "$passed passed, $((failed + 1)) failed"; exit 13
 start_watchdog test-dcgm-compat.sh "$LIMIT"
 pids+=("$watchdog_pid")
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-wait_http() {
-  local url=$1 n=$2 pid=${3:-} i
-  for ((i = 0; i < n * 4; i++)); do
-    if curl -fsS --max-time 2 "$url" >/dev/null 2>&1; then return 0; fi
-    if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then return 1; fi
-    sleep 0.25
-  done
-  return 1
-}
-prom_value() {
-  curl -fsS --max-time 5 "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" 2>/dev/null |
-    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true
-}
 finish() {
   echo
   echo "$passed passed, $failed failed"
