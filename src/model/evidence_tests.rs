@@ -273,10 +273,50 @@ fn a_hidden_tenant_shows_as_the_others_kernels_stretched_while_alone() {
         .with(2, None, pod("b", "q", "c"))
         .probe(1, reading(0.8))
         .probe(2, reading(0.0));
-    case.act.probe_timelines = HashMap::from([(1, honest), (2, liar)]);
+    case.act.probe_timelines = HashMap::from([(1, honest.clone()), (2, liar.clone())]);
     let s = case.run();
     assert_eq!(s.method, SplitMethod::Disputed);
     assert_eq!(s.disputed, vec![DisputeReason::StretchedAlone]);
+
+    // The liar says outright it saw no kernel: alone, that would make it idle (its co-tenant's
+    // 0.8 explains the device). The stretch still gives it away: disputed, and not idle.
+    let saw_nothing = ProbeReading {
+        window_kernels: Some(0),
+        ..reading(0.0)
+    };
+    let with_count = |pid_1: ProbeReading, line_1: ProbeTimeline| {
+        let mut c = Case::new(0.8)
+            .with(1, None, pod("a", "p", "c"))
+            .with(2, None, pod("b", "q", "c"))
+            .probe(1, pid_1)
+            .probe(2, saw_nothing.clone());
+        c.act.probe_timelines = HashMap::from([(1, line_1), (2, liar.clone())]);
+        c.run()
+    };
+    let busy = ProbeReading {
+        window_kernels: Some(500),
+        ..reading(0.8)
+    };
+    let s = with_count(busy.clone(), honest);
+    assert_eq!(s.method, SplitMethod::Disputed, "{}", s.why);
+    assert!(s.quiet.is_empty() && s.probe_idle.is_empty());
+    assert_eq!(
+        s.share_of(2).share,
+        None,
+        "a disputed tenant is never read idle"
+    );
+    assert_eq!(s.share_of(1).share, None);
+
+    // A memory holder beside a tenant whose kernels run at their solo pace: idle, as measured.
+    let unstretched = ProbeTimeline {
+        covered: vec![0.8; 200],
+        solo: vec![0.78; 200],
+        traced: vec![true; 200],
+    };
+    let s = with_count(busy, unstretched);
+    assert_eq!(s.probe_idle, vec![2], "{}", s.why);
+    assert_eq!(s.share_of(2).share, Some(0.0));
+    assert!(s.share_of(1).share.is_some_and(|v| v > 0.7), "{}", s.why);
 }
 
 #[test]
