@@ -289,7 +289,7 @@ fn a_hidden_tenant_shows_as_the_others_kernels_stretched_while_alone() {
             .with(1, None, pod("a", "p", "c"))
             .with(2, None, pod("b", "q", "c"))
             .probe(1, pid_1)
-            .probe(2, saw_nothing.clone());
+            .probe(2, saw_nothing);
         c.act.probe_timelines = HashMap::from([(1, line_1), (2, liar.clone())]);
         c.run()
     };
@@ -297,7 +297,7 @@ fn a_hidden_tenant_shows_as_the_others_kernels_stretched_while_alone() {
         window_kernels: Some(500),
         ..reading(0.8)
     };
-    let s = with_count(busy.clone(), honest);
+    let s = with_count(busy, honest);
     assert_eq!(s.method, SplitMethod::Disputed, "{}", s.why);
     assert!(s.quiet.is_empty() && s.probe_idle.is_empty());
     assert_eq!(
