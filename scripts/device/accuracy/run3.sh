@@ -7,7 +7,7 @@
 #   .dev-i21c/libtessera_probe.so the probe of this branch
 #   .dev-i21c/accuracy/           scripts/device/accuracy/ of this branch
 #   PART=1 OUT=$OUT bash .dev-i21c/accuracy/run3.sh   # alone and time-sliced cases
-#   PART=2 OUT=$OUT bash .dev-i21c/accuracy/run3.sh   # MPS cases, then repeats of the alone ones
+#   PART=2 OUT=$OUT bash .dev-i21c/accuracy/run3.sh   # MPS cases, then repeats and the rest
 # Writes $OUT/card.txt (which GPU ran it) and, per suite run ($OUT, or $OUT/mps and
 # $OUT/repeat in part 2), suite.jsonl, calib.txt (when it calibrated) and raw.tgz.
 set -u
@@ -24,5 +24,6 @@ case $PART in
 ts-graph40-holder ts-4xgraph15 ts-graph45-matmul25 ts-matmul70-eager10 \
 ts-3xeager15-long20 ts-graph60-micro10 ts-3xgraph20 ts-graph30-eager30" bash "$HERE/suite.sh" ;;
   2) OUT=$OUT/mps MPS=1 CASES="mps-graph30-eager20-matmul10 mps-graph40-holder" bash "$HERE/suite.sh"
-     OUT=$OUT/repeat CASES="alone-long30 alone-xlong30" bash "$HERE/suite.sh" ;;
+     OUT=$OUT/repeat CASES="alone-long30 alone-xlong30 ts-4xgraph15 ts-micro20-long30 ts-6mixed-b" \
+       bash "$HERE/suite.sh" ;;
 esac

@@ -45,4 +45,4 @@ print(json.dumps({"case": n, "workloads_failed": failed, "sum_truth": r3(sum(q["
                   "baseline_reads": b["reads"] if b else None,
                   "default_methods": d["methods"], "probe_methods": p["methods"],
                   "baseline_methods": b["methods"] if b else None,
-                  "probe_whys": p.get("whys"), "procs": rows}))
+                  "probe_whys": p.get("whys"), "probe_disputes": p.get("disputes"), "procs": rows}))

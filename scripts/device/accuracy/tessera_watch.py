@@ -12,6 +12,7 @@ share, busy = collections.defaultdict(list), collections.defaultdict(list)
 kernels = {}  # pid -> [(time, kernels_total)], first and every later read
 verdict = collections.defaultdict(collections.Counter)
 unattributed, methods, whys, reads = [], collections.Counter(), collections.Counter(), 0
+disputes = collections.Counter()  # why the probes' claims were not believed, per read
 series, traced_pct = [], []  # per read: (t, {pid: busy}); the sampled share a why names
 # The device's own gauges as this instance publishes them, per GPU index: NVML's utilization
 # (a ~167 ms snapshot) and GPM's SM activity (over the sample interval).
@@ -49,6 +50,7 @@ while time.time() < t_end:
     for g in dbg.get("gpus", []):
         c = g.get("compute", {})
         methods[c.get("method")] += 1
+        for r in c.get("disputed", []): disputes[str(r)] += 1
         if c.get("method") == "probe":
             whys[c.get("why", "")[:60]] += 1
             m = re.search(r"a probe traced (\d+) %", c.get("why", ""))
@@ -71,6 +73,7 @@ json.dump({"reads": reads,
            "kernels_per_s": {p: round((v[-1][1] - v[0][1]) / (v[-1][0] - v[0][0]), 1)
                             for p, v in kernels.items() if v[-1][0] > v[0][0]},
            "unattributed": avg(unattributed), "methods": dict(methods), "whys": dict(whys),
+           "disputes": dict(disputes),
            "traced_pct": avg(traced_pct), "device": avg(device), "scale": avg(scale),
            "device_gauges": {g: {k: avg(v) for k, v in d.items()} for g, d in device_gauges.items()},
            "idle_reads": {p: c["idle"] for p, c in verdict.items()},
