@@ -228,6 +228,7 @@ impl Sampler {
                 .as_ref()
                 .map(|b| b.timelines(&pids, self.cfg.activity_window, now))
                 .unwrap_or_default(),
+            window_seconds: self.cfg.activity_window.as_secs_f64(),
         };
         if let Some(book) = &self.feeds.probe {
             // Records only where they buy something: processes alone on their device keep

@@ -46,6 +46,8 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         wide: None,
         disputed: Vec::new(),
         probe_stages: Default::default(),
+        idle_since: None,
+        idle_unsettled: false,
         shares: HashMap::new(),
     }
 }

@@ -21,8 +21,9 @@
 //! * otherwise the candidates' shares are withheld (absent, not 0), and what the device
 //!   measured but nobody can be given is published as unattributed.
 //!
-//! Idle is decided on the same evidence: a container is idle when the device is idle, when it
-//! runs nothing on the device, or when all its processes are quiet; busy when its share is
+//! Idle is decided on the same evidence: a container is idle when the device has read idle
+//! over the trailing window (one NVML reading is a snapshot of a fraction of a second), when
+//! it runs nothing on the device, or when all its processes are quiet; busy when its share is
 //! known and above the threshold; and otherwise unknown, which is counted apart and never
 //! as idle.
 
@@ -75,6 +76,9 @@ pub struct ActivityInputs {
     pub cpu_cores: HashMap<u32, f64>,
     pub probe: HashMap<u32, ProbeReading>,
     pub probe_timelines: HashMap<u32, ProbeTimeline>,
+    /// The trailing window, in seconds. A device counts idle only after reading idle over
+    /// most of it ([`device_idle_over_window`]); 0 lets one reading decide.
+    pub window_seconds: f64,
 }
 
 /// How a device's compute was split among its processes this sample.
@@ -168,6 +172,14 @@ pub struct DeviceSplit {
     /// Under time-slicing with timelines: what each step of the split gave each process.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub probe_stages: BTreeMap<u32, ProbeStages>,
+    /// When the device's current run of readings below [`IDLE_SHARE`] began; `None` while it
+    /// reads busy (or reads nothing). Carried to the next sample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<f64>,
+    /// The device reads idle now but has not over the window: a share taken from that reading
+    /// does not make its container idle.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub idle_unsettled: bool,
     #[serde(skip)]
     pub shares: HashMap<u32, ProcessShare>,
 }
@@ -188,6 +200,10 @@ pub struct DeviceCompute<'a> {
     pub mps: bool,
     pub mig_instance: bool,
     pub activity: &'a ActivityInputs,
+    /// This sample's time, seconds.
+    pub now: f64,
+    /// When the device's run of idle readings began, as the previous sample left it.
+    pub idle_since: Option<f64>,
 }
 
 fn is_quiet(p: &ProcessSample, activity: &ActivityInputs) -> bool {
@@ -241,7 +257,8 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             (pid, share)
         })
         .collect();
-    let device_idle = d.device_activity.is_some_and(|a| a < IDLE_SHARE);
+    let (idle_since, device_idle) = device_idle_over_window(d);
+    let idle_unsettled = idle_since.is_some() && !device_idle;
     let probed: Vec<(u32, f64)> = candidates
         .iter()
         .filter_map(|pid| {
@@ -271,6 +288,8 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         wide: None,
         disputed: Vec::new(),
         probe_stages: BTreeMap::new(),
+        idle_since,
+        idle_unsettled,
         shares: HashMap::new(),
     };
     if candidates.is_empty() {
@@ -420,6 +439,13 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             );
         }
     }
+    if idle_unsettled && out.method != SplitMethod::Idle {
+        out.why = format!(
+            "{}; the device reads idle, but not yet over the window (NVML's figure is a \
+             snapshot of a fraction of a second): nobody is called idle on it",
+            out.why
+        );
+    }
     if !out.probe_idle.is_empty() {
         let pids: Vec<String> = out.probe_idle.iter().map(u32::to_string).collect();
         out.why = format!(
@@ -496,6 +522,28 @@ fn traced_coverage(t: &ProbeTimeline) -> Option<f64> {
     (n >= super::timeslice::MIN_COMMON_TRACED_MS).then(|| sum / n as f64)
 }
 
+/// How much of the window a run of idle readings must span (as the CPU history must).
+const WINDOW_SPANNED: f64 = 0.8;
+
+/// When the device's run of idle readings began (`None` unless it reads idle now), and
+/// whether that run spans the window. NVML's device utilization is a snapshot of the last
+/// ~167 ms on an H100 (docs/validation.md): a process alone running 12–50 ms kernels at 30 %
+/// has gaps that long between them, so one reading of 0 is not an idle window. A MIG
+/// instance's GPM activity covers the whole time since the previous sample, so one decides.
+fn device_idle_over_window(d: &DeviceCompute<'_>) -> (Option<f64>, bool) {
+    if !d.device_activity.is_some_and(|a| a < IDLE_SHARE) {
+        return (None, false);
+    }
+    // A clock stepped back must not hold the device "not yet idle" until it catches up.
+    let since = d.idle_since.filter(|s| *s <= d.now).unwrap_or(d.now);
+    let window = if d.mig_instance {
+        0.0
+    } else {
+        d.activity.window_seconds
+    };
+    (Some(since), d.now - since >= window * WINDOW_SPANNED)
+}
+
 /// A container's activity from its processes' shares on one device.
 pub fn container_activity(split: &DeviceSplit, pids: &[u32], share: Option<f64>) -> Activity {
     if split.method == SplitMethod::Idle || pids.is_empty() {
@@ -504,7 +552,17 @@ pub fn container_activity(split: &DeviceSplit, pids: &[u32], share: Option<f64>)
     if pids.iter().all(|pid| split.share_of(*pid).quiet) {
         return Activity::Idle;
     }
+    // Those shares are the device's reading, which says idle only once it has over the window.
+    let from_device_reading = matches!(
+        split.method,
+        SplitMethod::SoleActiveProcess
+            | SplitMethod::SoleActiveContainer
+            | SplitMethod::SoleActivePod
+    );
     match share {
+        Some(v) if v < IDLE_SHARE && from_device_reading && split.idle_unsettled => {
+            Activity::Unknown
+        }
         Some(v) if v < IDLE_SHARE => Activity::Idle,
         Some(_) => Activity::Busy,
         None => Activity::Unknown,
@@ -521,3 +579,7 @@ pub fn unattributed(device_activity: Option<f64>, attributed: &[Option<f64>]) ->
 #[cfg(test)]
 #[path = "compute_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "idle_window_tests.rs"]
+mod idle_window_tests;

@@ -33,6 +33,7 @@ fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
             })
             .collect(),
         probe_timelines: HashMap::new(),
+        window_seconds: 0.0,
     }
 }
 
@@ -49,6 +50,8 @@ fn run(
         mps,
         mig_instance: false,
         activity: act,
+        now: 0.0,
+        idle_since: None,
     })
 }
 

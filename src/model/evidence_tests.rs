@@ -72,6 +72,8 @@ impl Case {
             mps: self.mps,
             mig_instance: false,
             activity: &self.act,
+            now: 0.0,
+            idle_since: None,
         };
         let mut s = split(&d);
         let owners: HashMap<u32, &PodRef> = self.owners.iter().map(|(p, o)| (*p, o)).collect();
@@ -382,6 +384,8 @@ fn a_mig_instance_run_by_one_containers_processes_is_that_containers() {
         mps: false,
         mig_instance: true,
         activity: &case.act,
+        now: 0.0,
+        idle_since: None,
     };
     let mut s = split(&d);
     assert_eq!(s.method, SplitMethod::Withheld);

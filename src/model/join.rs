@@ -270,10 +270,17 @@ fn containers(
     rows.into_values().map(|(row, _)| row).collect()
 }
 
+/// A device's reading this sample, and where its run of idle readings stood.
+struct DeviceReading {
+    activity: Option<f64>,
+    now: f64,
+    idle_since: Option<f64>,
+}
+
 /// Splits one device's compute among its processes; see [`compute`].
 fn split_device(
     facts: &DeviceFacts<'_>,
-    device_activity: Option<f64>,
+    device: DeviceReading,
     mode: SharingMode,
     mig_instance: bool,
     activity: &ActivityInputs,
@@ -293,10 +300,12 @@ fn split_device(
         });
     let d = DeviceCompute {
         processes: &samples,
-        device_activity,
+        device_activity: device.activity,
         mps,
         mig_instance,
         activity,
+        now: device.now,
+        idle_since: device.idle_since,
     };
     let mut split = compute::split(&d);
     evidence::review(&mut split, &d, &owners);
@@ -417,7 +426,15 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             let ev = evidence(&facts, decl.0, gpu.vgpu_guest, true);
             let (mode, why) = decide(&ev);
             let activity = mig.gpm.map(|a| a.sm_activity);
-            let split = split_device(&facts, activity, mode, true, inputs.activity);
+            let idle_since = before
+                .and_then(|v| v.mig.iter().find(|m| m.uuid == mig.uuid))
+                .and_then(|m| m.compute.idle_since);
+            let device = DeviceReading {
+                activity,
+                now: inputs.timestamp_seconds,
+                idle_since,
+            };
+            let split = split_device(&facts, device, mode, true, inputs.activity);
             let instance_rows = containers(&ctx, &facts, mode, Some(mig), &split);
             let unattributed = unattributed_of(&split, &instance_rows);
             let (p, a) = billing::account(
@@ -457,7 +474,12 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         } else {
             gpu.utilization.or(gpu.gpm.map(|a| a.sm_activity))
         };
-        let split = split_device(&facts, activity, mode, false, inputs.activity);
+        let device = DeviceReading {
+            activity,
+            now: inputs.timestamp_seconds,
+            idle_since: before.and_then(|v| v.compute.idle_since),
+        };
+        let split = split_device(&facts, device, mode, false, inputs.activity);
         let gpu_rows = containers(&ctx, &facts, mode, None, &split);
         let unattributed = unattributed_of(&split, &gpu_rows);
         if !mig_enabled {

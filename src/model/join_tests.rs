@@ -67,3 +67,64 @@ fn a_pod_holding_a_destroyed_mig_instance_leaves_no_series_and_is_counted() {
     );
     assert_eq!(s.attribution.unresolved_device_ids, 1);
 }
+
+#[test]
+fn a_gpus_run_of_idle_readings_is_carried_from_sample_to_sample() {
+    // A process alone, its CPU busy; the device reads 0 from t = 11 s (NVML's ~167 ms
+    // snapshot between two long kernels, or the process stopped launching): idle only once
+    // the readings span the window.
+    let sample = |utilization: f64| NvmlSample {
+        gpus: vec![GpuSample {
+            uuid: "GPU-f86ae500-eefe-ae79-dc8d-234ca550730a".into(),
+            up: true,
+            utilization: Some(utilization),
+            processes: vec![crate::model::ProcessSample {
+                pid: 7,
+                sm_utilization: Some(0.0),
+                memory_used_bytes: Some(1 << 30),
+                kind: Some(crate::model::ProcessKind::Compute),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let activity = ActivityInputs {
+        cpu_cores: [(7, 0.3)].into_iter().collect(),
+        window_seconds: 5.0,
+        ..Default::default()
+    };
+    let mut previous: Option<Snapshot> = None;
+    let mut methods = Vec::new();
+    for (t, u) in [
+        (10.0, 0.4),
+        (11.0, 0.0),
+        (12.0, 0.0),
+        (13.0, 0.0),
+        (14.0, 0.0),
+        (15.0, 0.0),
+    ] {
+        let nvml = sample(u);
+        let s = join(JoinInputs {
+            node: "n",
+            timestamp_seconds: t,
+            nvml: &nvml,
+            collectors: vec![],
+            sample_duration_seconds: 0.0,
+            allocations: None,
+            cluster: None,
+            cgroups: &Default::default(),
+            resources: &Default::default(),
+            activity: &activity,
+            previous: previous.as_ref(),
+        });
+        methods.push(s.gpus[0].compute.method);
+        previous = Some(s);
+    }
+    use SplitMethod::{Idle, SoleActiveProcess as Sole};
+    assert_eq!(methods, [Sole, Sole, Sole, Sole, Sole, Idle]);
+    assert_eq!(
+        previous.map(|s| s.gpus[0].compute.idle_since),
+        Some(Some(11.0))
+    );
+}

@@ -9,6 +9,7 @@ Kinds (requests draw sizes at random; every request ends with a sync, as a servi
   matmul       bf16 4096² matmul stream, 4 a request
   micro        64 elementwise kernels of a few µs a request (a CUDA graph)
   long         one bf16 16384² matmul a request (~10 ms kernels)
+  xlong        one bf16 16384×16384 by 16384×49152 matmul a request (one ~40 ms kernel)
   holder       holds 4 GiB of GPU memory and spins a CPU core; launches nothing
 UTIL sets the arrival rate: UTIL / mean solo request time. Truth = Σ solo time of the requests
 served between START and START + DUR, over DUR (the issue's definition)."""
@@ -67,6 +68,10 @@ class Kind:
         elif kind == "long":
             self.a = torch.randn(16384, 16384, device=DEV, dtype=torch.bfloat16)
             self.out = torch.empty_like(self.a)
+        elif kind == "xlong":
+            self.a = torch.randn(16384, 16384, device=DEV, dtype=torch.bfloat16)
+            self.b = torch.randn(16384, 49152, device=DEV, dtype=torch.bfloat16)
+            self.out = torch.empty(16384, 49152, device=DEV, dtype=torch.bfloat16)
 
     def serve(self, i):
         k = self.kind
@@ -87,6 +92,8 @@ class Kind:
             self.graph.replay()
         elif k == "long":
             torch.mm(self.a, self.a, out=self.out)
+        elif k == "xlong":
+            torch.mm(self.a, self.b, out=self.out)
 
     def gap(self):
         """CPU time between requests a real tenant spends outside the GPU: the data loader."""
@@ -96,7 +103,7 @@ class Kind:
 
 def calibrate(out):
     res = {}
-    for kind in os.environ.get("KINDS", "infer-graph infer-eager train matmul micro long").split():
+    for kind in os.environ.get("KINDS", "infer-graph infer-eager train matmul micro long xlong").split():
         w = Kind(kind)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ms = []

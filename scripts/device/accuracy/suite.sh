@@ -4,7 +4,10 @@
 # Prints one JSON line per case (suite_summary.py) with each tenant's truth, what each
 # instance published, the idle verdicts, and each step of the probe's time-sliced split.
 #   TESSERA=path/to/tessera PROBE=path/to/libtessera_probe.so OUT=dir [CASES="..."] [MPS=1] \
-#     bash suite.sh
+#     [BASELINE=path/to/an/earlier/tessera] [ALONE_DUR=s] bash suite.sh
+# BASELINE: a third instance (:9948, no probe) from an earlier build reads the same cases, for
+# its idle verdicts beside this build's. ALONE_DUR: a longer run for the alone-* cases (more
+# reads of the default instance's idle verdict).
 # Never changes GPU settings; MPS runs with private pipe/log dirs and is quit before the end.
 set -u
 cd "$(dirname "$0")"
@@ -21,10 +24,15 @@ cp "$CAL" "$OUT/raw/"
 common=(--sample.interval=1s --nvml.process-interval=1s --kubelet.enabled=false --kube.enabled=false --web.enable-debug=true)
 env -u TESSERA_PROBE_SOCKET "$TESSERA" --web.listen-address=127.0.0.1:9949 "${common[@]}" > "$OUT/raw/tessera-default.log" 2>&1 & T1=$!
 "$TESSERA" --web.listen-address=127.0.0.1:9950 "${common[@]}" --probe.socket=$TESSERA_PROBE_SOCKET > "$OUT/raw/tessera-probe.log" 2>&1 & T2=$!
+T0=
+if [ -n "${BASELINE:-}" ]; then
+  env -u TESSERA_PROBE_SOCKET "$BASELINE" --web.listen-address=127.0.0.1:9948 "${common[@]}" > "$OUT/raw/tessera-baseline.log" 2>&1 & T0=$!
+fi
 sleep 2
 DUR=${DUR:-18}; LEAD=${LEAD:-14}
 case_() { # name, then pairs: kind util
   local name=$1; shift; local start; start=$(python3 -c "import time;print(time.time()+$LEAD)")
+  local DUR=$DUR; [[ $name == alone-* ]] && DUR=${ALONE_DUR:-$DUR}
   local pids=() i=0
   rm -f /tmp/$name-*.json
   while [ $# -gt 0 ]; do
@@ -34,7 +42,9 @@ case_() { # name, then pairs: kind util
   python3 watch.py http://127.0.0.1:9949/metrics "$start" "$DUR" "/tmp/$name-watch.json" & local W=$!
   python3 tessera_watch.py http://127.0.0.1:9949 "$start" "$DUR" "/tmp/$name-default.json" & local D=$!
   python3 tessera_watch.py http://127.0.0.1:9950 "$start" "$DUR" "/tmp/$name-probe.json" 8 & local P=$!
-  wait $W $D $P
+  local B=
+  if [ -n "$T0" ]; then python3 tessera_watch.py http://127.0.0.1:9948 "$start" "$DUR" "/tmp/$name-baseline.json" & B=$!; fi
+  wait $W $D $P $B
   local failed=0 pid; for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
   python3 suite_summary.py "$name" "$failed" | tee -a "$OUT/suite.jsonl"
   echo "$(date -u +%T) $name done" >&2
@@ -43,6 +53,12 @@ case_() { # name, then pairs: kind util
 want() { [ -z "${CASES:-}" ] || [[ " $CASES " == *" $1 "* ]]; }
 if [ -z "${MPS:-}" ]; then
   want alone-graph40 && case_ alone-graph40 infer-graph 0.4
+  # alone, kernels from µs to ~40 ms: NVML's figure is the process's, and idle must not be
+  # read from one snapshot that fell between two long kernels
+  want alone-long30 && case_ alone-long30 long 0.3
+  want alone-xlong30 && case_ alone-xlong30 xlong 0.3
+  want alone-matmul30 && case_ alone-matmul30 matmul 0.3
+  want alone-micro20 && case_ alone-micro20 micro 0.2
   want ts-graph45-matmul25 && case_ ts-graph45-matmul25 infer-graph 0.45 matmul 0.25
   want ts-4xgraph15 && case_ ts-4xgraph15 infer-graph 0.15 infer-graph 0.15 infer-graph 0.15 infer-graph 0.15
   want ts-matmul70-eager10 && case_ ts-matmul70-eager10 matmul 0.7 infer-eager 0.1
@@ -69,6 +85,6 @@ else
     echo quit | nvidia-cuda-mps-control; sleep 2
   fi
 fi
-kill $T1 $T2; wait $T1 $T2 2>/dev/null
+kill $T1 $T2 $T0; wait $T1 $T2 $T0 2>/dev/null
 tar -C "$OUT" -czf "$OUT/raw.tgz" raw && rm -rf "$OUT/raw"
 exit 0

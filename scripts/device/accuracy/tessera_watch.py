@@ -12,7 +12,12 @@ share, busy = collections.defaultdict(list), collections.defaultdict(list)
 kernels = {}  # pid -> [(time, kernels_total)], first and every later read
 verdict = collections.defaultdict(collections.Counter)
 unattributed, methods, whys, reads = [], collections.Counter(), collections.Counter(), 0
+disputes = collections.Counter()  # why the probes' claims were not believed, per read
 series, traced_pct = [], []  # per read: (t, {pid: busy}); the sampled share a why names
+# The device's own gauges as this instance publishes them, per GPU index: NVML's utilization
+# (a ~167 ms snapshot) and GPM's SM activity (over the sample interval).
+device_gauges = collections.defaultdict(lambda: collections.defaultdict(list))
+DEVICE_GAUGES = {"gpu_utilization_ratio": "nvml_util", "gpu_sm_activity_ratio": "gpm_sm_activity"}
 # Per pid, each step of the time-sliced split (/debug/attribution's probe_stages), and the
 # device's figure and the cap the split was measured against.
 stages, device, scale = collections.defaultdict(lambda: collections.defaultdict(list)), [], []
@@ -27,6 +32,11 @@ while time.time() < t_end:
     reads += 1
     busy_now = {}
     for line in body.splitlines():
+        m = re.match(r'(gpu_utilization_ratio|gpu_sm_activity_ratio)\{([^}]*)\} (\S+)', line)
+        if m:
+            gpu = re.search(r'gpu="(\d+)"', m.group(2))
+            if gpu: device_gauges[gpu.group(1)][DEVICE_GAUGES[m.group(1)]].append(float(m.group(3)))
+            continue
         m = re.match(r'(gpu_process_sm_utilization_ratio|gpu_process_busy_ratio|gpu_unattributed_utilization_ratio|gpu_process_kernels_total)\{([^}]*)\} (\S+)', line)
         if not m: continue
         name, labels, v = m.groups()
@@ -40,6 +50,7 @@ while time.time() < t_end:
     for g in dbg.get("gpus", []):
         c = g.get("compute", {})
         methods[c.get("method")] += 1
+        for r in c.get("disputed", []): disputes[str(r)] += 1
         if c.get("method") == "probe":
             whys[c.get("why", "")[:60]] += 1
             m = re.search(r"a probe traced (\d+) %", c.get("why", ""))
@@ -62,6 +73,10 @@ json.dump({"reads": reads,
            "kernels_per_s": {p: round((v[-1][1] - v[0][1]) / (v[-1][0] - v[0][0]), 1)
                             for p, v in kernels.items() if v[-1][0] > v[0][0]},
            "unattributed": avg(unattributed), "methods": dict(methods), "whys": dict(whys),
+           "disputes": dict(disputes),
            "traced_pct": avg(traced_pct), "device": avg(device), "scale": avg(scale),
+           "device_gauges": {g: {k: avg(v) for k, v in d.items()} for g, d in device_gauges.items()},
+           "idle_reads": {p: c["idle"] for p, c in verdict.items()},
+           "verdict_reads": {p: sum(c.values()) for p, c in verdict.items()},
            "stages": {p: {k: avg(v) for k, v in st.items()} for p, st in stages.items()},
            "series": series}, open(out, "w"), indent=1)
