@@ -166,6 +166,8 @@ args=(--prom "http://127.0.0.1:$prom_port" --vm "http://127.0.0.1:$vm_port"
   --seconds "$((minutes * 60))" --eval "$eval" --scrape "$scrape" --nodes "$nodes")
 [[ -n $out ]] && args+=(--out "$out")
 ((small)) && args+=(--check)
+FLEET_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || true)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)
+export FLEET_COMMIT
 log=$tmp/measure.log
 set +e
 python3 scripts/fleet/measure.py "${args[@]}" 2>&1 | tee "$log"

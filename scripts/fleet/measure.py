@@ -312,7 +312,7 @@ def main():
     a.data_seconds = a.data_seconds or a.seconds - 2 * a.eval - a.scrape
     check = Checks(a.check)
     figures = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "live_seconds": a.seconds,
-               "eval_interval_seconds": a.eval}
+               "eval_interval_seconds": a.eval, "commit": os.environ.get("FLEET_COMMIT", "")}
     watch(a, figures)
     series(a, figures)
     check((figures["gpus"] or 0) == 9 * a.nodes, f"{figures['gpus']} GPUs seen of {9 * a.nodes}")
