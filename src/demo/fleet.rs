@@ -219,7 +219,7 @@ mod tests {
         assert!(doc["phases"][2]
             .get("xids")
             .and_then(Value::as_sequence)
-            .map_or(true, |x| x.is_empty()));
+            .is_none_or(|x| x.is_empty()));
     }
 
     #[test]
