@@ -96,10 +96,10 @@ t0=$SECONDS
 targets=()
 for ((i = 0; i < nodes; i++)); do
   port=$(free_port)
-  # Demo nodes sample every 5 s: the fleet measures the monitoring stack, and 112 nodes
+  # Demo nodes sample once a scrape: the fleet measures the monitoring stack, and 112 nodes
   # sampling every second would take the cores Prometheus is being measured on.
   TESSERA_LOG_LEVEL=warn "$TESSERA_BIN" --demo --demo.fleet-node="$i" \
-    --web.listen-address="127.0.0.1:$port" --sample.interval=5s --nvml.process-interval=10s \
+    --web.listen-address="127.0.0.1:$port" --sample.interval="${scrape}s" --nvml.process-interval="${scrape}s" \
     >"$tmp/node-$i.log" 2>&1 &
   pids+=("$!")
   targets+=("$i:$port")
