@@ -87,7 +87,7 @@ class Checks:
 
 def watch(a, figures):
     """Polls for a.seconds: max of every rule group's last duration, Prometheus RSS, CPU."""
-    groups, vm_groups = {}, {}
+    groups, vm_groups, rules, history = {}, {}, {}, {}
     rss_max = 0.0
     end = time.time() + a.seconds
     cpu0 = None
@@ -96,6 +96,10 @@ def watch(a, figures):
         for labels, v in metric_lines(body, "prometheus_rule_group_last_duration_seconds"):
             g = re.search(r'rule_group="[^"]*;([^"]*)"', labels).group(1)
             groups[g] = max(groups.get(g, 0.0), v)
+            history.setdefault(g, []).append(v)
+        for g in get(a.prom + "/api/v1/rules").get("data", {}).get("groups", []):
+            for r in g["rules"]:
+                rules[r["name"]] = max(rules.get(r["name"], 0.0), r.get("evaluationTime") or 0.0)
         rss = metric_lines(body, "process_resident_memory_bytes")
         rss_max = max(rss_max, rss[0][1] if rss else 0.0)
         cpu = metric_lines(body, "process_cpu_seconds_total")
@@ -115,6 +119,9 @@ def watch(a, figures):
     if cpu0 and cpu:
         figures["prometheus_cpu_cores"] = round((cpu[0][1] - cpu0[1]) / max(1.0, time.time() - cpu0[0]), 3)
     figures["rule_group_seconds_max"] = dict(sorted(groups.items()))
+    # The median shows the steady cost, the max what the neighbours' load added to it.
+    figures["rule_group_seconds_median"] = {g: sorted(v)[len(v) // 2] for g, v in sorted(history.items())}
+    figures["rule_seconds_max_top10"] = sorted(((round(v, 4), k) for k, v in rules.items()), reverse=True)[:10]
     figures["vmalert_group_seconds_max"] = dict(sorted(vm_groups.items()))
     figures["prometheus_rss_bytes_max"] = rss_max
     figures["prometheus_head_series"] = metric_lines(body, "prometheus_tsdb_head_series")[0][1]
@@ -185,7 +192,7 @@ def advise(a, figures, check):
     why = "" if r.returncode == 0 else r.stderr.strip()[-300:]
     check(r.returncode == 0, f"tessera advise over 7d exits 0 ({dt:.2f} s) {why}")
     try:
-        n = len(json.loads(r.stdout).get("workloads", []))
+        n = len(json.loads(r.stdout).get("advice", []))
     except ValueError:
         n = None
     figures["advise_seconds"] = round(dt, 2)
@@ -276,9 +283,11 @@ def table(f):
               "load_average_1m", "advise_seconds", "advise_workloads", "dashboard_data_seconds"):
         line(k, f.get(k))
     line("sharing_modes (GPUs)", f.get("sharing_modes"))
-    print("  rule group                                     Prometheus max s   vmalert max s")
+    print("  rule group                                     Prometheus median / max s   vmalert max s")
     for g, v in f.get("rule_group_seconds_max", {}).items():
-        print(f"  {g:<46} {v:<18.4f} {f.get('vmalert_group_seconds_max', {}).get(g, float('nan')):.4f}")
+        med = f.get("rule_group_seconds_median", {}).get(g, float("nan"))
+        print(f"  {g:<46} {med:.4f} / {v:<17.4f} {f.get('vmalert_group_seconds_max', {}).get(g, float('nan')):.4f}")
+    line("slowest rules (Prometheus, max s)", f.get("rule_seconds_max_top10", [])[:5])
     for rng, d in f.get("dashboard_queries", {}).items():
         line(f"dashboard queries over {rng}", f"{d['queries']} queries, slowest {d['slowest'][:3]}")
     cmp = f.get("vmalert_vs_prometheus", {}).get("rules", [])
