@@ -131,6 +131,8 @@ def watch(a, figures):
 def series(a, figures):
     p = a.prom
     total = scalar(p, 'sum(scrape_samples_scraped{job="tessera"})')
+    figures["scrape_duration_seconds_max"] = scalar(p, 'max(scrape_duration_seconds{job="tessera"})')
+    figures["targets_up"] = scalar(p, 'sum(up{job="tessera"})')
     gpus = scalar(p, "count(gpu_info)")
     containers = scalar(p, "count(count by (cluster, node, namespace, pod, container) (gpu_container_allocation))")
     figures.update({
@@ -243,6 +245,12 @@ def compare(a, figures, check):
               f"vmalert evaluates {kind} {name}: {vr and (vr.get('lastError') or '')[-300:]}")
     # An instant both engines have every sample of: two evaluation rounds ago, on the second.
     t = math.floor(time.time()) - 2 * a.eval
+    # Prometheus forwards its samples through vmagent: wait until VictoriaMetrics has them up to t.
+    waited = time.time()
+    while (scalar(a.vm, "max(timestamp(gpu_up))") or 0) < t and time.time() - waited < 120:
+        time.sleep(2)
+    figures["victoriametrics_lag_seconds"] = round(time.time() - waited, 1)
+    check((scalar(a.vm, "max(timestamp(gpu_up))") or 0) >= t, "VictoriaMetrics holds Prometheus's samples up to the compared instant")
     rows = []
     recorded = {name for kind, name, _, _ in rules if kind == "record"}
     for kind, name, expr, _ in rules:
@@ -278,9 +286,9 @@ def table(f):
     def line(k, v):
         print(f"  {k:<46} {v}")
     print("\n== fleet figures")
-    for k in ("nodes", "gpus", "containers", "series_total", "series_per_gpu", "series_per_container",
+    for k in ("nodes", "targets_up", "gpus", "containers", "series_total", "series_per_gpu", "series_per_container",
               "samples_per_second", "prometheus_head_series", "prometheus_rss_bytes_max", "prometheus_cpu_cores",
-              "load_average_1m", "advise_seconds", "advise_workloads", "dashboard_data_seconds"):
+              "load_average_1m", "scrape_duration_seconds_max", "victoriametrics_lag_seconds", "advise_seconds", "advise_workloads", "dashboard_data_seconds"):
         line(k, f.get(k))
     line("sharing_modes (GPUs)", f.get("sharing_modes"))
     print("  rule group                                     Prometheus median / max s   vmalert max s")
