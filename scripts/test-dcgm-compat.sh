@@ -57,7 +57,7 @@ python3 -c 'import yaml' 2>/dev/null || { fail "missing python3-yaml"; finish; }
 main_port=$(free_port)
 dcgm_port=$(free_port)
 prom_port=$(free_port)
-"$TESSERA_BIN" --demo --metrics.dcgm-compat --web.listen-address="127.0.0.1:$main_port" \
+"$TESSERA_BIN" --demo --metrics.dcgm-compat --metrics.detail=full --web.listen-address="127.0.0.1:$main_port" \
   --web.dcgm-listen-address="127.0.0.1:$dcgm_port" >"$tmp/exporter.log" 2>&1 &
 exp_pid=$!
 pids+=("$exp_pid")

@@ -126,8 +126,8 @@ prom_port=$(free_port)
 while [[ $prom_port == "$exp_port" ]]; do prom_port=$(free_port); done
 
 if [[ -x $TESSERA_BIN && -z ${TESSERA_TEST_FIXTURE:-} ]]; then
-  source_desc="exporter $TESSERA_BIN --demo"
-  "$TESSERA_BIN" --demo --web.listen-address="127.0.0.1:$exp_port" >"$tmp/exporter.log" 2>&1 &
+  source_desc="exporter $TESSERA_BIN --demo --metrics.detail=full"
+  "$TESSERA_BIN" --demo --metrics.detail=full --web.listen-address="127.0.0.1:$exp_port" >"$tmp/exporter.log" 2>&1 &
   exp_pid=$!
   pids+=("$exp_pid")
   "$TESSERA_BIN" --help >"$tmp/tessera-help.txt" 2>&1 || true

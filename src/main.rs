@@ -321,6 +321,7 @@ async fn run(
                 max_label_value_len: settings.max_label_value_len,
                 max_series: settings.max_series,
                 dcgm_compat: settings.dcgm_compat,
+                detail: settings.metrics_detail,
                 ..EncodeOptions::default()
             },
             resources: ResourceMatcher::new(settings.resource_names.clone()),

@@ -54,6 +54,39 @@ fn mps_server_and_clients() {
 }
 
 #[test]
+fn the_default_detail_leaves_out_what_only_full_detail_serves() {
+    let e = Exporter::builder(scenario("mps.yaml"))
+        .arg("--metrics.detail=default")
+        .start();
+    let m = e.wait_for_series("gpu_sm_activity_ratio{");
+    let families: std::collections::BTreeSet<&str> = m
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    for f in tessera::metrics::table::FULL_DETAIL_ONLY {
+        assert!(
+            !families
+                .iter()
+                .any(|n| n.trim_end_matches("_total") == f.name),
+            "{} served at the default detail",
+            f.name
+        );
+    }
+    // The MPS server and clients are there: their process series were left out, not missing.
+    assert_eq!(value(&m, "gpu_processes{"), Some(3.0), "{m}");
+    assert!(families.contains("gpu_sm_activity_ratio"), "{families:?}");
+    let reasons: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with("gpu_clock_event_reasons_active{"))
+        .filter_map(|l| l.split("reason=\"").nth(1)?.split('"').next())
+        .collect();
+    assert!(reasons.contains(&"sw_power_cap"), "{reasons:?}");
+    assert!(!reasons.contains(&"gpu_idle"), "{reasons:?}");
+    e.stop();
+}
+
+#[test]
 fn time_sliced_processes_get_no_made_up_share() {
     // Two processes run kernels time-sliced; NVML books the device's utilization to one of
     // them (as the H100 does), so tessera withholds both shares and shows the utilization as

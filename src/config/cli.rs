@@ -77,7 +77,7 @@ pub struct Cli {
     /// The host's procfs (NVML reports host PIDs) [default: /proc].
     #[arg(long = "path.procfs", env = "TESSERA_PATH_PROCFS")]
     pub procfs: Option<String>,
-    /// Per-process series [default: true].
+    /// Read per-process figures from NVML, what per-container attribution is made of (their own series need --metrics.detail=full) [default: true].
     #[arg(long = "collect.processes", env = "TESSERA_COLLECT_PROCESSES", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", overrides_with = "no_collect_processes")]
     pub collect_processes: Option<String>,
@@ -102,6 +102,9 @@ pub struct Cli {
     /// Most per-container and per-process series per scrape; the rest are dropped and counted [default: 20000].
     #[arg(long = "metrics.max-series", env = "TESSERA_METRICS_MAX_SERIES")]
     pub max_series: Option<String>,
+    /// `default`: what tessera's alerts, rules, dashboards and advisor read, and GPU health; `full`: also per-process families, occupancy, DRAM bandwidth, energy, encoder/decoder, row-remap counts, withheld-share gauges and informational clock reasons (docs/metrics.md) [default: default].
+    #[arg(long = "metrics.detail", env = "TESSERA_METRICS_DETAIL")]
+    pub metrics_detail: Option<String>,
     /// Also serve dcgm-exporter's families (DCGM_FI_*), split per tenant on shared GPUs [default: false].
     #[arg(long = "metrics.dcgm-compat", env = "TESSERA_METRICS_DCGM_COMPAT", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", overrides_with = "no_dcgm_compat")]

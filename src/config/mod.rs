@@ -41,6 +41,7 @@ pub struct Settings {
     pub max_label_value_len: usize,
     pub max_series: usize,
     pub dcgm_compat: bool,
+    pub metrics_detail: crate::metrics::Detail,
     pub node_name: String,
     pub kubelet_enabled: bool,
     pub pod_resources_socket: PathBuf,
@@ -357,6 +358,16 @@ impl Settings {
                 _ => Err("expected a whole number of at least 1".into()),
             }
         });
+        let metrics_detail = r.get(
+            "metrics.detail",
+            &cli.metrics_detail,
+            crate::metrics::Detail::Default,
+            |s| match s.trim() {
+                "default" => Ok(crate::metrics::Detail::Default),
+                "full" => Ok(crate::metrics::Detail::Full),
+                _ => Err("expected default or full".into()),
+            },
+        );
         let dcgm_compat = r.get_bool(
             "metrics.dcgm-compat",
             &cli.dcgm_compat,
@@ -496,6 +507,7 @@ impl Settings {
             max_label_value_len,
             max_series,
             dcgm_compat,
+            metrics_detail,
             node_name,
             kubelet_enabled,
             pod_resources_socket,

@@ -30,6 +30,8 @@ pub struct EncodeOptions {
     pub revision: &'static str,
     /// Also encode dcgm-exporter's families (`--metrics.dcgm-compat`).
     pub dcgm_compat: bool,
+    /// `--metrics.detail`: the default leaves out [`table::FULL_DETAIL_ONLY`].
+    pub detail: table::Detail,
 }
 
 impl Default for EncodeOptions {
@@ -40,6 +42,7 @@ impl Default for EncodeOptions {
             version: env!("CARGO_PKG_VERSION"),
             revision: option_env!("TESSERA_REVISION").unwrap_or("unknown"),
             dcgm_compat: false,
+            detail: table::Detail::Default,
         }
     }
 }
@@ -83,6 +86,10 @@ struct Families {
     dropped: usize,
     max_len: usize,
     max_series: usize,
+    /// By [`Family::index`]: whether this exposition's detail serves the family.
+    served: Vec<bool>,
+    /// Which clock-event reasons to encode (every one at full detail).
+    clock_reasons: u64,
 }
 
 /// Per-container and per-process families: the ones whose cardinality grows with workloads.
@@ -93,7 +100,7 @@ fn is_detail(f: &Family) -> bool {
 }
 
 impl Families {
-    fn new(max_len: usize, max_series: usize) -> Self {
+    fn new(opts: &EncodeOptions) -> Self {
         Self {
             series: std::iter::repeat_with(Vec::new)
                 .take(table::ALL.len())
@@ -101,8 +108,13 @@ impl Families {
             count: 0,
             truncated: 0,
             dropped: 0,
-            max_len,
-            max_series,
+            max_len: opts.max_label_value_len,
+            max_series: opts.max_series,
+            served: table::served(opts.detail),
+            clock_reasons: match opts.detail {
+                table::Detail::Default => crate::model::CLOCK_SLOWDOWN_REASONS,
+                table::Detail::Full => u64::MAX,
+            },
         }
     }
 
@@ -154,6 +166,9 @@ impl Families {
             "labels of {} out of table order",
             f.name
         );
+        if !self.served.get(f.index).copied().unwrap_or(false) {
+            return;
+        }
         if is_detail(f) && self.count >= self.max_series {
             self.dropped += 1;
             return;
@@ -260,7 +275,7 @@ impl Collector for Families {
 const EOF: &str = "# EOF\n";
 
 pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> Exposition {
-    let mut out = Families::new(opts.max_label_value_len, opts.max_series);
+    let mut out = Families::new(opts);
     // GPU and MIG series first, so a cap on detail series never costs a GPU its figures.
     for g in &snap.gpus {
         gpu_families(&mut out, &snap.node, &snap.driver_version, g);

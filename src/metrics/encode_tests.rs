@@ -40,6 +40,7 @@ fn snapshot(processes: u32, name: &str) -> Snapshot {
 fn detail_series_are_capped_and_counted_gpu_series_never() {
     let opts = EncodeOptions {
         max_series: 5,
+        detail: crate::metrics::Detail::Full,
         ..Default::default()
     };
     let e = encode(&snapshot(100, "p"), &opts);
@@ -62,7 +63,10 @@ fn hostile_label_values_are_escaped_and_cut() {
     let long = "x".repeat(10_000);
     let e = encode(
         &snapshot(1, &format!("a\"b\\c\nd{long}")),
-        &EncodeOptions::default(),
+        &EncodeOptions {
+            detail: crate::metrics::Detail::Full,
+            ..Default::default()
+        },
     );
     let line = e
         .text

@@ -5,6 +5,7 @@ mod encode;
 pub mod table;
 
 pub use encode::{encode, EncodeOptions, Exposition};
+pub use table::Detail;
 
 /// The Content-Type of what [`encode`] writes (prometheus-client writes OpenMetrics only).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -15,8 +16,14 @@ pub fn markdown_reference() -> String {
     let mut out = String::from(
         "# Metrics\n\nGenerated from `src/metrics/table.rs` by `cargo run -- --print-metrics-doc`; \
          a test fails when this file is stale.\n\nCounters are exposed with the `_total` suffix.\n\n\
+         Families marked *full* are served only with `--metrics.detail=full`: nothing tessera \
+         ships reads them, and at fleet scale their series cost more than they tell \
+         (docs/scale.md). The default also serves only the clock-event reasons that slow a GPU \
+         down (`sw_power_cap`, `hw_slowdown`, `sw_thermal_slowdown`, `hw_thermal_slowdown`, \
+         `hw_power_brake_slowdown`); full detail adds the informational ones.\n\n\
          | family | type | labels | help |\n|---|---|---|---|\n",
     );
+    let full_only = table::served(table::Detail::Default);
     for f in table::ALL {
         let name = match f.kind {
             table::Kind::Counter => format!("{}_total", f.name),
@@ -30,7 +37,12 @@ pub fn markdown_reference() -> String {
         if f.labels.contains(&table::label::WORKLOAD) {
             labels.push_str(", label_<pod label> (allow-listed)");
         }
-        let _ = writeln!(out, "| `{name}` | {kind} | {labels} | {} |", f.help);
+        let detail = if full_only.get(f.index).copied().unwrap_or(true) {
+            ""
+        } else {
+            " *full*"
+        };
+        let _ = writeln!(out, "| `{name}`{detail} | {kind} | {labels} | {} |", f.help);
     }
     out.push_str(&dcgm::markdown_reference());
     out

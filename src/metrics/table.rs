@@ -225,6 +225,57 @@ families! {
     TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE], "Unix time of the sample being served.";
 }
 
+/// How much an exposition carries (`--metrics.detail`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Detail {
+    /// Every family tessera's alerts, recording rules, dashboards and advisor read, and the
+    /// GPU health signals: about 60 series per GPU on the dense demo node (docs/scale.md).
+    #[default]
+    Default,
+    /// Also [`FULL_DETAIL_ONLY`] and the informational clock-event reasons.
+    Full,
+}
+
+/// Families served only with `--metrics.detail=full`. Nothing tessera ships reads them, and at
+/// fleet scale their series cost more than they tell: per-process figures repeat their
+/// container's on most nodes, the withheld-share gauges are the busy counters less the
+/// attributed ones, and the rest are rarely looked at outside an investigation. dcgm-compat's
+/// own families keep their fields whatever the detail.
+pub const FULL_DETAIL_ONLY: &[Family] = &[
+    GPU_MEMORY_RESERVED,
+    GPU_SM_OCCUPANCY,
+    GPU_DRAM_BANDWIDTH,
+    GPU_ENERGY,
+    GPU_ENCODER_UTILIZATION,
+    GPU_DECODER_UTILIZATION,
+    GPU_REMAPPED_ROWS,
+    GPU_ROW_REMAP_PENDING,
+    GPU_PCIE_REPLAYS,
+    GPU_MIG_SM_OCCUPANCY,
+    GPU_MIG_DRAM_BANDWIDTH,
+    GPU_MIG_REPLICAS,
+    GPU_MIG_UNATTRIBUTED,
+    GPU_MIG_COMPUTE_SPLIT,
+    GPU_UNATTRIBUTED,
+    GPU_POD_SM_UTILIZATION,
+    GPU_PROCESS_MEMORY_USED,
+    GPU_PROCESS_SM_UTILIZATION,
+    GPU_PROCESS_BUSY_RATIO,
+    GPU_PROCESS_KERNELS,
+    GPU_PROCESS_MEMORY_UTILIZATION,
+];
+
+/// Whether `detail` serves family `f`, as a table indexed by [`Family::index`].
+pub fn served(detail: Detail) -> Vec<bool> {
+    let mut on = vec![true; ALL.len()];
+    if detail == Detail::Default {
+        for f in FULL_DETAIL_ONLY {
+            on[f.index] = false;
+        }
+    }
+    on
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -234,5 +285,23 @@ mod tests {
             assert_eq!(f.index, i, "{}", f.name);
             assert!(names.insert(f.name), "{} twice", f.name);
         }
+    }
+
+    #[test]
+    fn default_detail_keeps_every_family_the_shipped_rules_and_dashboards_read() {
+        let on = super::served(super::Detail::Default);
+        for f in [
+            super::GPU_UTILIZATION,
+            super::GPU_UP,
+            super::GPU_CLOCK_EVENT_REASONS,
+            super::GPU_ROW_REMAP_FAILURE,
+            super::GPU_CONTAINER_IDLE_NOW,
+            super::GPU_POD_ATTRIBUTED,
+            super::GPU_COMPUTE_BUSY,
+        ] {
+            assert!(on[f.index], "{}", f.name);
+        }
+        assert!(!on[super::GPU_PROCESS_MEMORY_USED.index]);
+        assert!(super::served(super::Detail::Full).iter().all(|&b| b));
     }
 }

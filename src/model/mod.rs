@@ -141,6 +141,11 @@ pub const CLOCK_EVENT_REASONS: [(u64, &str); 9] = [
     (0x100, "display_clock_setting"),
 ];
 
+/// The reasons that slow a GPU against its users' will (power cap, thermal and hardware
+/// slowdowns, power brake): what the alerts read. The others (idle, an application's or the
+/// display's clock setting, sync boost) only inform.
+pub const CLOCK_SLOWDOWN_REASONS: u64 = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GpuSample {
     pub index: u32,

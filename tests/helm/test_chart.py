@@ -56,6 +56,7 @@ ALL_ON = {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "nvidia.com/gpu.count", "operator": "Exists"}]}]}}},
     "logLevel": "debug",
+    "metricsDetail": "full",
     "serviceAccount": {"annotations": {"example.com/role": "tessera"}},
     "service": {"annotations": {"example.com/scrape": "yes"}},
 }
@@ -249,6 +250,7 @@ def main():
         c.check(rules == drules, "DRA on: ClusterRole rules equal the DRA overlay's")
         c.check("--kube.dra" in ctr["args"] and "--kube.dra" in dctr["args"], "DRA on: --kube.dra passed, as in the overlay")
         c.check(ctr["args"][-2:] == ALL_ON["extraArgs"], "extraArgs appended last")
+        c.check("--metrics.detail=full" in ctr["args"], "metricsDetail full: --metrics.detail=full passed")
         c.check(ctr["image"] == "registry.example.com/tessera@sha256:" + "0" * 64, "image digest wins over tag")
         c.check(spec.get("imagePullSecrets") == ALL_ON["imagePullSecrets"], "imagePullSecrets passed")
         c.check(spec.get("priorityClassName") == "system-node-critical" and "affinity" in spec,

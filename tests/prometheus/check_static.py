@@ -8,6 +8,9 @@ where it must not; every recording rule is checked by a promql_expr_test.
 Dashboards: valid JSON, schemaVersion >= 39, unique uid and panel ids, gridPos
 on every panel, a `datasource` variable of type datasource, an optional
 `cluster` variable, and no hard-coded datasource UID.
+Detail: no rule reads a family that only `--metrics.detail=full` serves (marked
+*full* in docs/metrics.md), and a dashboard panel that reads one says so in
+its description.
 
 Prints "ok ..." / "FAIL ..." lines and "check_static: N passed, M failed".
 """
@@ -22,7 +25,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from checker import Checker  # noqa: E402
-from promql_names import load_rules, walk_panels  # noqa: E402
+from promql_names import load_rules, metric_names, walk_panels  # noqa: E402
 
 RUNBOOK_PREFIX = "https://github.com/tessera-gpu/tessera/blob/main/docs/runbooks.md#"
 SEVERITIES = {"critical", "warning", "info"}
@@ -135,6 +138,32 @@ def check_dashboard(c, path, uids):
     c.check(all(t.get("expr") for t in targets) and targets, f"{name}: {len(targets)} queries, none empty")
 
 
+def full_only_families(metrics_md):
+    """Series names of the families docs/metrics.md marks as served only at full detail."""
+    names = set()
+    with open(metrics_md, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"^\| `([a-z_:]+)` \*full\* \|", line)
+            if m:
+                names.add(m.group(1))
+    return names
+
+
+def check_detail(c, rule_files, dashboards, full_only):
+    c.check(bool(full_only), f"docs/metrics.md marks {len(full_only)} families as full detail only")
+    for _, name, expr, _ in load_rules(rule_files):
+        hit = sorted(metric_names(expr) & full_only)
+        c.check(not hit, f"rule {name} reads only default-detail families" + (f" (not: {hit})" if hit else ""))
+    for path in dashboards:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        for p in walk_panels(d.get("panels", [])):
+            hit = sorted({n for t in p.get("targets", []) for n in metric_names(t.get("expr", ""))} & full_only)
+            if hit:
+                c.check("--metrics.detail=full" in p.get("description", ""),
+                        f"{os.path.basename(path)}/{p.get('title')}: reads {hit}; its description says it needs --metrics.detail=full")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=".")
@@ -149,6 +178,7 @@ def main():
     c.check(len(dashboards) >= 4, f"{len(dashboards)} dashboards")
     for path in dashboards:
         check_dashboard(c, path, uids)
+    check_detail(c, rule_files, dashboards, full_only_families(os.path.join(root, "docs", "metrics.md")))
     print(f"check_static: {c.passed} passed, {c.failed} failed")
     return 1 if c.failed else 0
 

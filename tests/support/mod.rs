@@ -190,6 +190,12 @@ impl ExporterBuilder {
             } else {
                 &["--kubelet.enabled=false", "--kube.enabled=false"][..]
             })
+            // Every family, so the e2e tests and goldens cover the whole surface; a test
+            // that passes its own --metrics.detail gets that instead.
+            .args(
+                (!self.args.iter().any(|a| a.starts_with("--metrics.detail")))
+                    .then_some("--metrics.detail=full"),
+            )
             .args(&self.args)
             .env("TESSERA_FAKE_NVML_SCENARIO", &self.scenario)
             .env_remove("KUBERNETES_SERVICE_HOST")

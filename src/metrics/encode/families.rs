@@ -196,6 +196,9 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
     }
     if let Some(bits) = s.clock_event_reasons {
         for (bit, reason) in CLOCK_EVENT_REASONS {
+            if out.clock_reasons & bit == 0 {
+                continue;
+            }
             let active = if bits & bit != 0 { 1.0 } else { 0.0 };
             out.push_shared(
                 &table::GPU_CLOCK_EVENT_REASONS,
