@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A fleet of simulated tessera nodes against a real Prometheus and against VictoriaMetrics:
 #
-#   scripts/fleet.sh --small                 # 3 nodes (27 GPUs), 45 s live, checks that can fail
+#   scripts/fleet.sh --small                 # 3 nodes (27 GPUs), 60 s live, checks that can fail
 #   scripts/fleet.sh --nodes 112 --minutes 10 --out docs/data/fleet-1000-live.json
 #
 # 1. N processes of `tessera --demo --demo.fleet-node=i` (i = 0..N-1): 9 GPUs each, every node
@@ -31,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 TESSERA_BIN=${TESSERA_BIN:-target/release/tessera}
-nodes=3 seconds=45 scrape=5 eval=5 small=0 out="" keep=""
+nodes=3 seconds=60 scrape=5 eval=5 small=0 out="" keep=""
 while (($#)); do
   case $1 in
     --small) small=1 ;;
