@@ -2,7 +2,7 @@
 # Installs what the test suite needs beyond the Rust toolchain, when it is missing:
 # Debian's prometheus (prometheus + promtool), curl and wrk, and kubernetes-validate from PyPI;
 # buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt);
-# chromium (renders the advisor's HTML report headless).
+# chromium (renders the advisor's HTML report headless); victoria-metrics (vmagent, vmalert).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -28,6 +28,14 @@ $sudo_cmd systemctl stop prometheus-alertmanager 2>/dev/null || true
 if ! python3 -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; then
   python3 -m pip install -q -r tests/helm/requirements.txt
 fi
+# ---
+# --- fleet at scale (issue 22): VictoriaMetrics, vmagent and vmalert beside Prometheus
+if ! command -v victoria-metrics >/dev/null || ! command -v vmagent >/dev/null || ! command -v vmalert >/dev/null; then
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q victoria-metrics
+fi
+# Debian's victoria-metrics starts a system service; scripts/fleet.sh runs its own.
+$sudo_cmd systemctl stop victoria-metrics 2>/dev/null || true
 # ---
 if ! command -v kubectl >/dev/null; then
   echo "kubectl (with kustomize) is required for the manifest tests" >&2

@@ -17,6 +17,9 @@ echo "== dcgm-exporter's consumers (NVIDIA's dashboard, OpenCost, an autoscaler)
 TESSERA_BIN=target/release/tessera scripts/test-dcgm-compat.sh
 echo "== sharing advisor: a week of history backfilled into Prometheus, advice checked per workload shape"
 TESSERA_BIN=target/release/tessera scripts/test-advisor.sh
+echo "== fleet: 3 simulated nodes into Prometheus and VictoriaMetrics, the same rules in both engines"
+TESSERA_BIN=target/release/tessera scripts/fleet.sh --small 2>&1 | tee "$LOGS/fleet.log" | grep -Ev '^ok ' || true
+grep -qE '^[0-9]+ passed, 0 failed$' "$LOGS/fleet.log"
 # --- install on a cluster (issue 11): Helm chart, container image, alerts through Alertmanager
 echo "== Helm chart: render, lint, validate, agree with deploy/base"
 TESSERA_BIN=target/release/tessera scripts/test-helm.sh 2>&1 | tee "$LOGS/helm.log" | grep -Ev '^ok ' || true

@@ -111,7 +111,7 @@ fn main() -> ExitCode {
     // The demo's files must exist, and its scenario path be in the environment, before NVML
     // loads and before any other thread starts.
     let demo_node = if settings.demo {
-        match demo::prepare(settings.nvml_library.as_deref()) {
+        match demo::prepare(settings.nvml_library.as_deref(), settings.demo_fleet_node) {
             Ok(d) => {
                 std::env::set_var(demo::SCENARIO_ENV, &d.scenario);
                 settings.nvml_library = Some(d.library.clone());
@@ -297,9 +297,9 @@ async fn run(
 
     // The demo's GPU 5 shows the exact mode: its MPS clients "carry" the probe.
     let _demo_probe = match &demo_node {
-        Some(_) => {
+        Some(node) => {
             let book = feeds.probe.get_or_insert_with(Default::default).clone();
-            match demo::probe::start(demo::SCENARIO, &demo::probe::PROBED_PIDS, book) {
+            match demo::probe::start(&node.scenario_text, &demo::probe::PROBED_PIDS, book) {
                 Ok(feed) => Some(feed),
                 Err(e) => {
                     eprintln!("tessera: {e}");

@@ -188,3 +188,13 @@ fn a_dcgm_listener_without_dcgm_compat_exits_2() {
         "{err}"
     );
 }
+
+#[test]
+fn a_bad_fleet_node_exits_2() {
+    let (code, err) = tessera_env(&["--demo"], &[("TESSERA_DEMO_FLEET_NODE", "many")]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("environment variable TESSERA_DEMO_FLEET_NODE (--demo.fleet-node)"),
+        "{err}"
+    );
+}

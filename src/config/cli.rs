@@ -24,6 +24,14 @@ pub struct Cli {
     pub demo: Option<String>,
     #[arg(long = "no-demo", hide = true, overrides_with = "demo")]
     pub no_demo: bool,
+    /// Run the demo as node N of a simulated fleet: its node name, cluster, sharing mix and
+    /// load are derived from N (0 to 99999); needs --demo [default: none].
+    #[arg(
+        long = "demo.fleet-node",
+        env = "TESSERA_DEMO_FLEET_NODE",
+        value_name = "N"
+    )]
+    pub demo_fleet_node: Option<String>,
     /// Print docs/metrics.md (generated from the metric table) and exit.
     #[arg(long = "print-metrics-doc", hide = true)]
     pub print_metrics_doc: bool,

@@ -23,6 +23,8 @@ pub enum LogFormat {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub demo: bool,
+    /// `--demo.fleet-node`: the demo runs as this node of a simulated fleet.
+    pub demo_fleet_node: Option<u32>,
     pub listen_address: SocketAddr,
     /// Second listener serving only the dcgm-exporter-compatible families.
     pub dcgm_listen_address: Option<SocketAddr>,
@@ -269,6 +271,16 @@ impl Settings {
             }
             _ => false,
         };
+        let demo_fleet_node = r.get("demo.fleet-node", &cli.demo_fleet_node, None, |s| {
+            crate::demo::fleet::parse_index(s).map(Some)
+        });
+        if let (Some(n), false) = (demo_fleet_node, demo) {
+            r.errors.push(ConfigError::Conflict {
+                reason: format!(
+                    "--demo.fleet-node ({n}) runs the demo as a fleet member; it needs --demo"
+                ),
+            });
+        }
         let listen_address = r.get(
             "web.listen-address",
             &cli.listen_address,
@@ -376,7 +388,12 @@ impl Settings {
                 ),
             });
         }
-        let node_name = r.get("kube.node-name", &cli.node_name, default_node_name(), |s| {
+        // A fleet member is named after its index unless told otherwise.
+        let node_default = match demo_fleet_node {
+            Some(n) => crate::demo::fleet::FleetNode::new(n).node_name(),
+            None => default_node_name(),
+        };
+        let node_name = r.get("kube.node-name", &cli.node_name, node_default, |s| {
             if s.is_empty() || s.len() > 253 {
                 Err("must be 1 to 253 characters".into())
             } else {
@@ -474,6 +491,7 @@ impl Settings {
         }
         Ok(Settings {
             demo,
+            demo_fleet_node,
             listen_address,
             dcgm_listen_address,
             enable_debug,

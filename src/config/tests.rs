@@ -191,3 +191,33 @@ fn a_dcgm_listener_without_compat_or_on_the_main_port_is_refused() {
     .unwrap_err();
     assert_eq!(errors.len(), 2, "{errors:?}");
 }
+
+#[test]
+fn a_fleet_node_is_named_from_its_index_needs_the_demo_and_is_bounded() {
+    let s = Settings::resolve(&cli(&["--demo", "--demo.fleet-node=123"])).unwrap();
+    assert_eq!(s.demo_fleet_node, Some(123));
+    assert_eq!(s.node_name, "fleet-2-gpu-00123");
+    let s = Settings::resolve(&cli(&[
+        "--demo",
+        "--demo.fleet-node=3",
+        "--kube.node-name=x",
+    ]))
+    .unwrap();
+    assert_eq!(s.node_name, "x");
+    assert_eq!(
+        Settings::resolve(&cli(&["--demo"]))
+            .unwrap()
+            .demo_fleet_node,
+        None
+    );
+    let errors = Settings::resolve(&cli(&["--demo.fleet-node=1"])).unwrap_err();
+    assert!(errors[0].to_string().contains("needs --demo"), "{errors:?}");
+    let mut c = cli(&["--demo", "--demo.fleet-node=100000"]);
+    c.from_env
+        .insert("demo.fleet-node".into(), "TESSERA_DEMO_FLEET_NODE".into());
+    let shown = Settings::resolve(&c).unwrap_err()[0].to_string();
+    assert!(
+        shown.starts_with("environment variable TESSERA_DEMO_FLEET_NODE (--demo.fleet-node):"),
+        "{shown}"
+    );
+}

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod cpu;
 pub mod dra;
+pub mod fleet;
 pub mod plan;
 pub mod probe;
 pub mod repeat;
@@ -41,6 +42,9 @@ pub struct DemoNode {
     pub library: PathBuf,
     pub scenario: PathBuf,
     pub procfs: PathBuf,
+    /// The scenario this node runs: the built-in one, or a fleet member's variant of it.
+    pub scenario_text: String,
+    pub fleet: Option<fleet::FleetNode>,
     _cpu: repeat::Repeating,
 }
 
@@ -102,22 +106,30 @@ pub fn write_procfs(scenario: &str, root: &Path) -> Result<(), DemoError> {
     Ok(())
 }
 
-pub fn prepare(library: Option<&Path>) -> Result<DemoNode, DemoError> {
+/// `fleet_index`: run as that node of a simulated fleet ([`fleet`]) rather than the demo node.
+pub fn prepare(library: Option<&Path>, fleet_index: Option<u32>) -> Result<DemoNode, DemoError> {
     let library = match library {
         Some(l) => l.to_path_buf(),
         None => find_fake_library()?,
     };
     let dir = tempfile::Builder::new().prefix("tessera-demo-").tempdir()?;
+    let fleet = fleet_index.map(fleet::FleetNode::new);
+    let scenario_text = match &fleet {
+        Some(f) => f.scenario(SCENARIO)?,
+        None => SCENARIO.to_owned(),
+    };
     let scenario = dir.path().join("scenario.yaml");
-    std::fs::write(&scenario, SCENARIO)?;
+    std::fs::write(&scenario, &scenario_text)?;
     let procfs = dir.path().join("proc");
-    write_procfs(SCENARIO, &procfs)?;
-    let cpu = cpu::start(SCENARIO, &procfs)?;
+    write_procfs(&scenario_text, &procfs)?;
+    let cpu = cpu::start(&scenario_text, &procfs)?;
     Ok(DemoNode {
         dir,
         library,
         scenario,
         procfs,
+        scenario_text,
+        fleet,
         _cpu: cpu,
     })
 }
@@ -137,7 +149,14 @@ pub async fn start_services(
 ) -> Result<DemoServices, DemoError> {
     let (mut pods, allocatable) = plan::demo_pods(gpus);
     let dra = dra::demo(gpus, node_name);
-    pods.extend(dra.pods);
+    // A fleet node whose DRA GPU is vacant still publishes the device, but nobody claims it.
+    let dra_vacant = node.fleet.as_ref().is_some_and(|f| f.is_vacant(dra::GPU));
+    if let Some(f) = &node.fleet {
+        f.keep_pods(&mut pods, gpus);
+    }
+    if !dra_vacant {
+        pods.extend(dra.pods);
+    }
     cluster::write_cgroups(&pods, &node.procfs)?;
     let socket = node.dir.path().join("kubelet.sock");
     let kubelet = FakeKubelet::start(&socket, cluster::kubelet_state(&pods, allocatable)).await?;
@@ -154,7 +173,7 @@ pub async fn start_services(
         pods: pods.iter().map(|p| p.to_pod(node_name)).collect(),
         nodes: vec![cluster::node(node_name, labels)],
         slices: vec![dra.slice],
-        claims: vec![dra.claim],
+        claims: if dra_vacant { vec![] } else { vec![dra.claim] },
         ..Default::default()
     })
     .await?;
