@@ -70,16 +70,7 @@ pids+=("$watchdog_pid")
 finish() { echo; echo "$passed passed, $failed failed"; ((failed == 0)); exit; }
 
 section "prerequisites"
-missing=()
-for tool in prometheus promtool victoria-metrics vmagent vmalert python3 curl; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-[[ -x $TESSERA_BIN ]] || missing+=("$TESSERA_BIN (cargo build --release)")
-if ((${#missing[@]})); then
-  fail "missing: ${missing[*]} (scripts/install-test-deps.sh)"
-  finish
-fi
-pass "tools present"
+need_tools prometheus promtool victoria-metrics vmagent vmalert python3 curl || finish
 
 # start NAME URL CMD...: runs CMD in the background (log in $tmp/NAME.log) until URL answers.
 start() {

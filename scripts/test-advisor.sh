@@ -81,16 +81,7 @@ start_prom() {
 }
 
 section "prerequisites"
-missing=()
-for tool in promtool prometheus python3 curl chromium; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
-done
-[[ -x $TESSERA_BIN ]] || missing+=("$TESSERA_BIN (cargo build --release)")
-if ((${#missing[@]})); then
-  fail "missing: ${missing[*]} (scripts/install-test-deps.sh)"
-  finish
-fi
-pass "tools present"
+need_tools promtool prometheus python3 curl chromium || finish
 
 section "a week of history, backfilled"
 t0=$SECONDS

@@ -41,3 +41,18 @@ prom_value() {
   curl -fsS --max-time 5 "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" 2>/dev/null |
     python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")' 2>/dev/null || true
 }
+
+# need_tools TOOL...: passes when every TOOL and $TESSERA_BIN are there; otherwise fails, naming
+# what is missing and where it comes from, and returns 1.
+need_tools() {
+  local tool missing=()
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  [[ -x $TESSERA_BIN ]] || missing+=("$TESSERA_BIN (cargo build --release)")
+  if ((${#missing[@]})); then
+    fail "missing: ${missing[*]} (scripts/install-test-deps.sh)"
+    return 1
+  fi
+  pass "tools present"
+}
