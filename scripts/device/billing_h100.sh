@@ -5,6 +5,8 @@
 # `device` tool from a folder holding `tessera`, `fake_cluster` (examples/fake_cluster.rs),
 # `load.py` and this script. Never changes GPU settings.
 set -u
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 OUT=${OUT:-/tmp/tessera-billing}; mkdir -p "$OUT"
 D=$(cd "$(dirname "$0")" && pwd)
 T=$(mktemp -d); PORT=19951; URL=http://127.0.0.1:$PORT

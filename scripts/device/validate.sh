@@ -2,6 +2,8 @@
 # Validation of tessera against nvidia-smi on a real GPU (run through the `device` tool).
 # Never changes GPU settings. MPS runs with private pipe/log dirs and is quit on exit.
 set -u
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 OUT=${OUT:-/tmp/tessera-validate}
 mkdir -p "$OUT"
 BIN=${TESSERA_BIN:-target/release/tessera}

@@ -3,6 +3,8 @@
 # tessera's probe busy ratio (see anatomy.py).
 #   TESSERA=... PROBE=... OUT=dir bash anatomy.sh
 set -u
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)

@@ -6,6 +6,8 @@
 # settings; MPS runs with private pipe/log dirs and is quit before the script ends.
 #   TESSERA=path/to/tessera PROBE=path/to/libtessera_probe.so OUT=dir bash run.sh
 set -u
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

@@ -10,6 +10,8 @@
 # reads of the default instance's idle verdict).
 # Never changes GPU settings; MPS runs with private pipe/log dirs and is quit before the end.
 set -u
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}; mkdir -p "$OUT" "$OUT/raw"
 export PYTHONUNBUFFERED=1

@@ -1,4 +1,6 @@
 #!/bin/bash
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 # The new NVML reads on a real H100: HBM temperature (field value), remapped rows (raw call),
 # encoder/decoder utilization, GPM FP pipes and PCIe, against nvidia-smi. Reads only.
 cd "$(dirname "$0")"

@@ -1,4 +1,6 @@
 #!/bin/bash
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 # GPM while Nsight Compute holds the counters: raw NVML answers and tessera's exposition.
 # Needs a tessera build beside this script (./tessera), the CUDA toolkit's ncu, PyTorch and
 # nvidia-ml-py. Reads the GPU only: no setting is changed.

@@ -8,6 +8,8 @@
 # Never changes GPU settings.
 #   TESSERA=... PROBE=... OUT=dir ROUNDS=4 SECS=10 PAIRS=3 bash run.sh
 set -u
+# The measurements read per-process and other full-detail families.
+export TESSERA_METRICS_DETAIL=full
 cd "$(dirname "$0")"
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
