@@ -30,19 +30,18 @@ pub fn read_means(
     d: &Device<'static>,
     marks: &mut SampleMarks,
 ) -> (Option<f64>, Option<f64>) {
-    let gpu = read_one(
-        ledger,
-        key,
+    let mut read = |call, kind: Sampling, mark: &mut Option<u64>| {
+        read_one(ledger, key, call, mark, |since| d.samples(kind, since))
+    };
+    let gpu = read(
         "samples_gpu_utilization",
+        Sampling::GpuUtilization,
         &mut marks.gpu,
-        |since| d.samples(Sampling::GpuUtilization, since),
     );
-    let memory = read_one(
-        ledger,
-        key,
+    let memory = read(
         "samples_memory_utilization",
+        Sampling::MemoryUtilization,
         &mut marks.memory,
-        |since| d.samples(Sampling::MemoryUtilization, since),
     );
     (gpu, memory)
 }
