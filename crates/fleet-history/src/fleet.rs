@@ -41,7 +41,7 @@ pub enum FleetError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeriesDef {
     pub name: String,
-    pub labels: Vec<(String, String)>,
+    pub labels: Labels,
     /// Index in `labels` of the `node` label, if the series has one.
     pub node_label: Option<usize>,
     /// `up` and `scrape_samples_scraped`: Prometheus writes these itself when it scrapes, so
@@ -149,7 +149,7 @@ impl Fleet {
 impl Template {
     /// `captures[j]` is the node's exposition at scrape j; the last is a loop after the first.
     pub fn from_captures(captures: &[(PathBuf, String)]) -> Result<Template, FleetError> {
-        let mut index: HashMap<(String, Vec<(String, String)>), usize> = HashMap::new();
+        let mut index: HashMap<(String, Labels), usize> = HashMap::new();
         let mut series: Vec<SeriesDef> = Vec::new();
         let mut samples: Vec<Vec<(usize, f64)>> = Vec::new();
         let mut counters: HashSet<String> = HashSet::new();
@@ -250,8 +250,11 @@ impl Template {
     }
 }
 
-/// `name{a="x",b="y"} value [timestamp]` → (name, labels with escaped values, value).
-pub fn parse_sample(line: &str) -> Option<(String, Vec<(String, String)>, f64)> {
+/// Label pairs, values as the exposition escaped them.
+pub type Labels = Vec<(String, String)>;
+
+/// `name{a="x",b="y"} value [timestamp]` → (name, labels, value).
+pub fn parse_sample(line: &str) -> Option<(String, Labels, f64)> {
     let name_end = line.find(['{', ' '])?;
     let name = line[..name_end].to_string();
     let mut labels = Vec::new();

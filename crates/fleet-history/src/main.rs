@@ -109,17 +109,16 @@ fn run(a: Args) -> Result<(), CliError> {
     }
     let (lo, hi) = a.node_range.unwrap_or((0, a.nodes));
     let nodes = lo..hi.min(a.nodes);
-    // Slots whose instant lies in [from, to).
-    let slots = (a.from - a.origin).div_ceil(a.interval)..(a.to - a.origin).div_ceil(a.interval);
+    let range = (a.from, a.to);
     let stdout = io::stdout();
     let mut w = BufWriter::with_capacity(1 << 20, stdout.lock());
     let written = match a.command.as_str() {
         "openmetrics" => {
-            let n = write::openmetrics(&mut w, &fleet, nodes, slots, clock, &a.job)?;
+            let n = write::openmetrics(&mut w, &fleet, nodes, range, clock, &a.job)?;
             w.write_all(b"# EOF\n")?;
             n
         }
-        "vm" => write::victoriametrics(&mut w, &fleet, nodes, slots, clock, &a.job)?,
+        "vm" => write::victoriametrics(&mut w, &fleet, nodes, range, clock, &a.job)?,
         other => return Err(CliError::Usage(format!("unknown command {other}"))),
     };
     w.flush()?;

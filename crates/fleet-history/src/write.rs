@@ -14,6 +14,17 @@ pub struct Clock {
     pub interval: u64,
 }
 
+impl Clock {
+    /// Node n's sample at slot p, in milliseconds. Each node keeps its own offset within the
+    /// interval, as Prometheus spreads its targets' scrapes: samples of every node on the same
+    /// whole second would all sit on a window's edge together whenever a query's instant is
+    /// a multiple of the interval, where engines differ in whether the edge is inside.
+    pub fn millis(&self, n: u64, p: u64) -> u64 {
+        let offset = n.wrapping_mul(2_654_435_761) % (self.interval * 1000);
+        (self.origin + p * self.interval) * 1000 + offset
+    }
+}
+
 /// The label pairs of node n's series: its own (node filled in), then, for the history, the
 /// target labels Prometheus would add when scraping (`cluster`, `instance`, `job`).
 fn labels<'a>(
@@ -78,14 +89,30 @@ fn write_value(w: &mut impl Write, v: f64) -> io::Result<()> {
     }
 }
 
-/// Nodes `nodes` over slots `slots`, series by series, each series's samples in time order
-/// (what the backfill needs). Returns the samples written. The caller ends the file with
-/// `# EOF`.
+/// The slots of node n whose samples fall in `[from, to)` seconds: a node's offset moves its
+/// samples past a slot's instant, and a sample past a 2-h boundary would make promtool write
+/// a sliver of a block overlapping the next chunk's.
+fn slots_within(clock: Clock, n: u64, from: u64, to: u64) -> Range<u64> {
+    let first = |t: u64| {
+        let ms = t * 1000;
+        let base = clock.millis(n, 0);
+        if ms <= base {
+            0
+        } else {
+            (ms - base).div_ceil(clock.interval * 1000)
+        }
+    };
+    first(from)..first(to)
+}
+
+/// Nodes `nodes` with samples in `[from, to)` seconds, series by series, each series's
+/// samples in time order (what the backfill needs). Returns the samples written. The caller
+/// ends the file with `# EOF`.
 pub fn openmetrics(
     w: &mut impl Write,
     fleet: &Fleet,
     nodes: Range<u64>,
-    slots: Range<u64>,
+    (from, to): (u64, u64),
     clock: Clock,
     job: &str,
 ) -> io::Result<u64> {
@@ -94,6 +121,7 @@ pub fn openmetrics(
         let t = fleet.template(n);
         let node = node_name(n);
         let target = target_labels(n, job);
+        let slots = slots_within(clock, n, from, to);
         for (s, def) in t.series.iter().enumerate() {
             let head = series_text(def, &labels(def, &node, Some(&target)));
             for p in slots.clone() {
@@ -101,7 +129,8 @@ pub fn openmetrics(
                     w.write_all(head.as_bytes())?;
                     w.write_all(b" ")?;
                     write_value(w, v)?;
-                    writeln!(w, " {}", clock.origin + p * clock.interval)?;
+                    let ms = clock.millis(n, p);
+                    writeln!(w, " {}.{:03}", ms / 1000, ms % 1000)?;
                     written += 1;
                 }
             }
@@ -116,7 +145,7 @@ pub fn victoriametrics(
     w: &mut impl Write,
     fleet: &Fleet,
     nodes: Range<u64>,
-    slots: Range<u64>,
+    (from, to): (u64, u64),
     clock: Clock,
     job: &str,
 ) -> io::Result<u64> {
@@ -127,13 +156,14 @@ pub fn victoriametrics(
         let t = fleet.template(n);
         let node = node_name(n);
         let target = target_labels(n, job);
+        let slots = slots_within(clock, n, from, to);
         for (s, def) in t.series.iter().enumerate() {
             values.clear();
             stamps.clear();
             for p in slots.clone() {
                 if let Some(v) = fleet.value(n, s, p).filter(|v| v.is_finite()) {
                     values.push(v);
-                    stamps.push((clock.origin + p * clock.interval) * 1000);
+                    stamps.push(clock.millis(n, p));
                 }
             }
             if values.is_empty() {
@@ -212,14 +242,14 @@ mod tests {
             origin: 1000,
             interval: 15,
         };
-        let n = openmetrics(&mut out, &fleet(), 51..52, 0..2, clock, "tessera").unwrap();
+        let n = openmetrics(&mut out, &fleet(), 51..52, (1000, 1030), clock, "tessera").unwrap();
         let text = String::from_utf8(out).unwrap();
         // Node 51 starts a phase ahead (51 % 2 = 1).
         assert_eq!(
             text.lines().next().unwrap(),
-            r#"c_total{node="fleet-1-gpu-00051",q="a\"b",cluster="fleet-1",instance="fleet-1-gpu-00051",job="tessera"} 7 1000"#
+            r#"c_total{node="fleet-1-gpu-00051",q="a\"b",cluster="fleet-1",instance="fleet-1-gpu-00051",job="tessera"} 7 1008.811"#
         );
-        assert!(text.contains("} 9 1015\n"));
+        assert!(text.contains("} 9 1023.811\n"));
         assert!(text.contains("scrape_samples_scraped{cluster=\"fleet-1\""));
         assert_eq!(n, 6);
     }
@@ -231,7 +261,7 @@ mod tests {
             origin: 1000,
             interval: 15,
         };
-        victoriametrics(&mut out, &fleet(), 0..1, 0..3, clock, "tessera").unwrap();
+        victoriametrics(&mut out, &fleet(), 0..1, (1000, 1045), clock, "tessera").unwrap();
         let first = String::from_utf8(out)
             .unwrap()
             .lines()
