@@ -277,7 +277,7 @@ if [[ -n $replay ]]; then
   args+=(--data-seconds "$((hist_to - hist_from + seconds - 2 * eval - scrape))" --history-seconds "$((hist_to - hist_from))")
 fi
 ((small)) && args+=(--check)
-FLEET_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || true)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)
+FLEET_COMMIT=${FLEET_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || true)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)}
 export FLEET_COMMIT
 log=$tmp/measure.log
 set +e
