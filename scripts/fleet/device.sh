@@ -6,7 +6,8 @@
 #
 #   scripts/fleet/device.sh CARRY OUT RUN...    RUN: NAME:NODES:HISTORY_HOURS:LIVE_SECONDS:SUMMARY_DAYS
 #
-# Each RUN is one scripts/fleet.sh --replay at that size; its JSON, log and kept logs go to OUT.
+# Each RUN is one scripts/fleet.sh --replay at that size; its JSON and log go to OUT, the
+# engines' own logs to OUT/logs.tgz (the tool brings back 8 files at most).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 carry=$1 out=$2
@@ -29,7 +30,8 @@ for r in "$@"; do
   t0=$SECONDS
   PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay docs/data/fleet-captures-16.tar.xz \
     --nodes "$nodes" --history-hours "$hours" --seconds "$live" --summary-days "$days" \
-    --scrape 15 --eval 15 --out "$out/$name.json" --keep "$out/$name-logs" >"$out/$name.log" 2>&1
+    --scrape 15 --eval 15 --out "$out/$name.json" --keep "/tmp/fleet-logs/$name" >"$out/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$out/host.txt"
   tail -n 3 "$out/$name.log"
+  tar czf "$out/logs.tgz" -C /tmp fleet-logs 2>/dev/null
 done
