@@ -210,28 +210,41 @@ if [[ -n $replay ]] && ((history > 0)); then
   shm=${FLEET_SHM:-/dev/shm}
   [[ -d $shm && -w $shm ]] || shm=$tmp
   jobs=$(nproc)
-  # VictoriaMetrics: one import stream per 1/8 of the nodes.
-  vm_pids=()
-  for ((k = 0; k < 8; k++)); do
-    lo=$((nodes * k / 8)) hi=$((nodes * (k + 1) / 8))
-    ((hi > lo)) || continue
-    "$FLEET_HISTORY_BIN" vm --captures "$captures" --nodes "$nodes" --origin "$origin" --interval "$scrape" \
-      --from "$hist_from" --to "$hist_to" --node-range "$lo:$hi" 2>>"$tmp/backfill.log" |
-      curl -fsS --data-binary @- "http://127.0.0.1:$vm_port/api/v1/import" >>"$tmp/backfill.log" 2>&1 &
-    vm_pids+=("$!")
-  done
-  # Prometheus: each chunk written to $shm, turned into a block in Prometheus's data directory
-  # by promtool (single-threaded, hence one per core), and removed.
-  for ((s = hist_from; s < hist_to; s += chunk)); do echo "$s $((s + chunk < hist_to ? s + chunk : hist_to))"; done |
-    xargs -P "$jobs" -L 1 bash -c '
-      # $0..$7: shm, fleet-history, captures, nodes, origin, interval, promtool, blocks; $8 $9: from, to.
-      f=$0/chunk-$8.om
-      "$1" openmetrics --captures "$2" --nodes "$3" --origin "$4" --interval "$5" --from "$8" --to "$9" >"$f" 2>/dev/null &&
-        "$6" tsdb create-blocks-from openmetrics "$f" "$7" >/dev/null; rc=$?; rm -f "$f"; exit $rc' \
-      "$shm" "$FLEET_HISTORY_BIN" "$captures" "$nodes" "$origin" "$scrape" "$PROMTOOL" "$tmp/prom" 2>>"$tmp/backfill.log" &&
-    prom_ok=1 || prom_ok=0
-  vm_ok=1
-  for p in "${vm_pids[@]}"; do wait "$p" || vm_ok=0; done
+  # backfill FROM TO: [FROM, TO) into both engines; sets prom_ok and vm_ok.
+  backfill() {
+    local from=$1 to=$2 k lo hi p vm_pids=()
+    # VictoriaMetrics: one import stream per 1/8 of the nodes.
+    for ((k = 0; k < 8; k++)); do
+      lo=$((nodes * k / 8)) hi=$((nodes * (k + 1) / 8))
+      ((hi > lo)) || continue
+      "$FLEET_HISTORY_BIN" vm --captures "$captures" --nodes "$nodes" --origin "$origin" --interval "$scrape" \
+        --from "$from" --to "$to" --node-range "$lo:$hi" 2>>"$tmp/backfill.log" |
+        curl -fsS --data-binary @- "http://127.0.0.1:$vm_port/api/v1/import" >>"$tmp/backfill.log" 2>&1 &
+      vm_pids+=("$!")
+    done
+    # Prometheus: each chunk written to $shm, turned into a block in Prometheus's data directory
+    # by promtool (single-threaded, hence one per core), and removed.
+    for ((s = from; s < to; s += chunk)); do echo "$s $((s + chunk < to ? s + chunk : to))"; done |
+      xargs -P "$jobs" -L 1 bash -c '
+        # $0..$7: shm, fleet-history, captures, nodes, origin, interval, promtool, blocks; $8 $9: from, to.
+        f=$0/chunk-$8.om
+        "$1" openmetrics --captures "$2" --nodes "$3" --origin "$4" --interval "$5" --from "$8" --to "$9" >"$f" 2>/dev/null &&
+          "$6" tsdb create-blocks-from openmetrics "$f" "$7" >/dev/null; rc=$?; rm -f "$f"; exit $rc' \
+        "$shm" "$FLEET_HISTORY_BIN" "$captures" "$nodes" "$origin" "$scrape" "$PROMTOOL" "$tmp/prom" 2>>"$tmp/backfill.log" &&
+      prom_ok=1 || prom_ok=0
+    vm_ok=1
+    for p in "${vm_pids[@]}"; do wait "$p" || vm_ok=0; done
+  }
+  backfill "$hist_from" "$hist_to"
+  # The backfill took minutes at 1,000 GPUs: write those minutes too, so that the live scrapes
+  # start where the history ends (a gap would leave [5m] windows half empty at the start).
+  if ((prom_ok && vm_ok)); then
+    top=$(($(date +%s) / scrape * scrape))
+    if ((top > hist_to)); then
+      backfill "$hist_to" "$top"
+      hist_to=$top
+    fi
+  fi
   curl -fsS "http://127.0.0.1:$vm_port/internal/force_flush" >/dev/null 2>&1 || true
   if ((prom_ok && vm_ok)); then
     pass "backfilled $(ls -d "$tmp"/prom/01* | wc -l) blocks and VictoriaMetrics in $((SECONDS - t0)) s"
@@ -284,7 +297,9 @@ set +e
 python3 scripts/fleet/measure.py "${args[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
-read -r p f < <(sed -nE 's/^measure: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -n 1)
+# `read` fails at end of input, and without --check there is no such line: under `set -e` that
+# ended the script with status 1 right after its table (the 1,008-GPU run of 2026-11-26).
+read -r p f < <(sed -nE 's/^measure: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -n 1) || true
 # measure.py prints its "measure: N passed, M failed" line only with --check (--small): a full
 # run without it has no checks to count, and only its exit status says whether it finished.
 passed=$((passed + ${p:-0}))
