@@ -90,6 +90,12 @@ if [[ -n $replay ]] && [[ ! -x $FLEET_HISTORY_BIN ]]; then
   fail "missing $FLEET_HISTORY_BIN (cargo build --release -p fleet-history)"
   finish
 fi
+# The captures were taken every 15 s (capture.py's default); replaying them at another interval
+# would play the demo's loop faster or slower than it ran.
+if [[ -n $replay ]] && ((scrape != 15)); then
+  fail "--replay needs --scrape 15 (the captures' interval)"
+  finish
+fi
 
 # start NAME URL CMD...: runs CMD in the background (log in $tmp/NAME.log) until URL answers.
 start() {
