@@ -3,6 +3,16 @@
 #
 #   scripts/fleet.sh --small                 # 3 nodes (27 GPUs), 60 s live, checks that can fail
 #   scripts/fleet.sh --nodes 112 --minutes 10 --out docs/data/fleet-1000-live.json
+#   scripts/fleet.sh --replay docs/data/fleet-captures-16.tar.xz --history-hours 24 --nodes 112 \
+#     --minutes 2 --scrape 15 --eval 15 --out docs/data/fleet-1000-24h.json
+#
+# --replay CAPTURES (scripts/fleet/capture.py's output, a directory or .tar.xz): instead of N
+# demo processes, one `fleet-history serve` (crates/fleet-history) answers for N nodes cloned
+# from the captures; first it writes --history-hours of their samples at the scrape interval
+# ending now into both engines (OpenMetrics -> promtool blocks; JSON lines -> VictoriaMetrics's
+# import), then a week (--summary-days) of the advisor's 5-minute summaries
+# (scripts/fleet/summaries.py), so rules, dashboards and `advise` read full windows. The
+# live scrapes that follow continue the same series (same function of time).
 #
 # 1. N processes of `tessera --demo --demo.fleet-node=i` (i = 0..N-1): 9 GPUs each, every node
 #    its own name, cluster (50 nodes a cluster) and mix of sharing modes and load (src/demo/fleet.rs);
@@ -31,7 +41,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 TESSERA_BIN=${TESSERA_BIN:-target/release/tessera}
-nodes=3 seconds=60 scrape=5 eval=5 small=0 out="" keep=""
+nodes=3 seconds=60 scrape=5 eval=5 small=0 out="" keep="" replay="" history=0 summary_days=7
 while (($#)); do
   case $1 in
     --small) small=1 ;;
@@ -42,11 +52,16 @@ while (($#)); do
     --eval) eval=$2; shift ;;
     --out) out=$2; shift ;;
     --keep) keep=$2; shift ;;
+    --replay) replay=$2; shift ;;
+    --history-hours) history=$2; shift ;;
+    --summary-days) summary_days=$2; shift ;;
     *) echo "fleet.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
 done
-LIMIT=${TESSERA_TEST_TIMEOUT:-$((seconds + nodes * 3 + 600))}
+LIMIT=${TESSERA_TEST_TIMEOUT:-$((seconds + nodes * 3 + 600 + history * nodes * 2))}
+FLEET_HISTORY_BIN=${FLEET_HISTORY_BIN:-target/release/fleet-history}
+PROMTOOL=${PROMTOOL:-promtool}
 
 passed=0
 failed=0
@@ -71,6 +86,16 @@ finish() { echo; echo "$passed passed, $failed failed"; ((failed == 0)); exit; }
 
 section "prerequisites"
 need_tools prometheus promtool victoria-metrics vmagent vmalert python3 curl || finish
+if [[ -n $replay ]] && [[ ! -x $FLEET_HISTORY_BIN ]]; then
+  fail "missing $FLEET_HISTORY_BIN (cargo build --release -p fleet-history)"
+  finish
+fi
+# The captures were taken every 15 s (capture.py's default); replaying them at another interval
+# would play the demo's loop faster or slower than it ran.
+if [[ -n $replay ]] && ((scrape != 15)); then
+  fail "--replay needs --scrape 15 (the captures' interval)"
+  finish
+fi
 
 # start NAME URL CMD...: runs CMD in the background (log in $tmp/NAME.log) until URL answers.
 start() {
@@ -85,9 +110,38 @@ start() {
   fi
 }
 
-section "$nodes fleet nodes ($((nodes * 9)) GPUs)"
 t0=$SECONDS
 targets=()
+if [[ -n $replay ]]; then
+  section "$nodes replayed fleet nodes ($((nodes * 9)) GPUs), $history h of history"
+  captures=$replay
+  if [[ -f $replay ]]; then
+    captures=$tmp/captures
+    mkdir -p "$captures" && tar xJf "$replay" -C "$captures"
+  fi
+  # History chunks of at most ~8 M samples (a node serves ~480 series every scrape), dividing
+  # 2 h so that no block promtool writes straddles Prometheus's 2-h block boundaries.
+  per_s=$((nodes * 480 / scrape + 1))
+  chunk=300
+  for c in 7200 3600 1800 900 600; do
+    if ((c * per_s <= 8000000)); then chunk=$c; break; fi
+  done
+  now=$(date +%s)
+  hist_to=$((now / scrape * scrape))
+  hist_from=$(((hist_to - history * 3600) / chunk * chunk))
+  origin=$hist_from
+  replay_port=$(free_port)
+  "$FLEET_HISTORY_BIN" serve --captures "$captures" --nodes "$nodes" --origin "$origin" \
+    --interval "$scrape" --listen "127.0.0.1:$replay_port" >"$tmp/replay.log" 2>&1 &
+  pids+=("$!")
+  if ! wait_http "http://127.0.0.1:$replay_port/metrics?node=0" 30 "$!"; then
+    fail "fleet-history serve did not start"
+    finish
+  fi
+  for ((i = 0; i < nodes; i++)); do targets+=("$i:replay:$replay_port"); done
+  pass "replay of $nodes nodes serving ($((SECONDS - t0)) s)"
+else
+section "$nodes fleet nodes ($((nodes * 9)) GPUs)"
 for ((i = 0; i < nodes; i++)); do
   port=$(free_port)
   # Demo nodes sample once a scrape: the fleet measures the monitoring stack, and 112 nodes
@@ -106,6 +160,7 @@ for t in "${targets[@]}"; do
   fi
 done
 pass "$nodes nodes ready ($((SECONDS - t0)) s)"
+fi
 
 # Rules as tests/prometheus/rules_for_test.py writes them: every group at the engine's interval.
 python3 tests/prometheus/rules_for_test.py "$tmp/rules" alerts/*.yaml
@@ -121,8 +176,15 @@ import sys
 from collections import defaultdict
 scrape, ev, write, rules, targets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
 clusters = defaultdict(list)
+replay = None
 for t in targets:
-    i, port = t.split(":")
+    i, port = t.split(":", 1)
+    if port.startswith("replay:"):
+        # One fleet-history process answers for every node: the target names the node, the
+        # relabelling below turns it into ?node=N on that process's address.
+        replay = port.split(":")[1]
+        clusters[f"fleet-{int(i) // 50}"].append(f"fleet-{int(i) // 50}-gpu-{int(i):05d}")
+        continue
     # The cluster a node belongs to, as src/demo/fleet.rs derives it (50 nodes a cluster).
     clusters[f"fleet-{int(i) // 50}"].append(f"127.0.0.1:{port}")
 print(f"global:\n  scrape_interval: {scrape}s\n  scrape_timeout: {min(int(scrape), 10)}s\n  evaluation_interval: {ev}s")
@@ -136,18 +198,74 @@ print("      - {source_labels: [__name__], regex: '.+:.+|ALERTS|ALERTS_FOR_STATE
 print("scrape_configs:\n  - job_name: tessera\n    static_configs:")
 for c, ts in sorted(clusters.items()):
     print(f"      - labels: {{cluster: {c}}}\n        targets: [{', '.join(ts)}]")
+if replay:
+    print("    relabel_configs:")
+    print("      - {source_labels: [__address__], regex: 'fleet-[0-9]+-gpu-0*([0-9]+)', target_label: __param_node}")
+    print("      - {source_labels: [__address__], target_label: instance}")
+    print(f"      - {{target_label: __address__, replacement: '127.0.0.1:{replay}'}}")
 EOF
 
 section "Prometheus, VictoriaMetrics, vmagent, vmalert"
 start victoria-metrics "http://127.0.0.1:$vm_port/health" \
   victoria-metrics -storageDataPath="$tmp/vm" -httpListenAddr="127.0.0.1:$vm_port" \
   -search.latencyOffset=0s -search.disableCache -loggerLevel=WARN
+if [[ -n $replay ]] && ((history > 0)); then
+  section "backfill: $history h of $nodes nodes (origin $origin, chunks of $chunk s)"
+  t0=$SECONDS
+  mkdir -p "$tmp/prom"
+  shm=${FLEET_SHM:-/dev/shm}
+  [[ -d $shm && -w $shm ]] || shm=$tmp
+  jobs=$(nproc)
+  # backfill FROM TO: [FROM, TO) into both engines; sets prom_ok and vm_ok.
+  backfill() {
+    local from=$1 to=$2 k lo hi p vm_pids=()
+    # VictoriaMetrics: one import stream per 1/8 of the nodes.
+    for ((k = 0; k < 8; k++)); do
+      lo=$((nodes * k / 8)) hi=$((nodes * (k + 1) / 8))
+      ((hi > lo)) || continue
+      "$FLEET_HISTORY_BIN" vm --captures "$captures" --nodes "$nodes" --origin "$origin" --interval "$scrape" \
+        --from "$from" --to "$to" --node-range "$lo:$hi" 2>>"$tmp/backfill.log" |
+        curl -fsS --data-binary @- "http://127.0.0.1:$vm_port/api/v1/import" >>"$tmp/backfill.log" 2>&1 &
+      vm_pids+=("$!")
+    done
+    # Prometheus: each chunk written to $shm, turned into a block in Prometheus's data directory
+    # by promtool (single-threaded, hence one per core), and removed.
+    for ((s = from; s < to; s += chunk)); do echo "$s $((s + chunk < to ? s + chunk : to))"; done |
+      xargs -P "$jobs" -L 1 bash -c '
+        # $0..$7: shm, fleet-history, captures, nodes, origin, interval, promtool, blocks; $8 $9: from, to.
+        f=$0/chunk-$8.om
+        "$1" openmetrics --captures "$2" --nodes "$3" --origin "$4" --interval "$5" --from "$8" --to "$9" >"$f" 2>/dev/null &&
+          "$6" tsdb create-blocks-from openmetrics "$f" "$7" >/dev/null; rc=$?; rm -f "$f"; exit $rc' \
+        "$shm" "$FLEET_HISTORY_BIN" "$captures" "$nodes" "$origin" "$scrape" "$PROMTOOL" "$tmp/prom" 2>>"$tmp/backfill.log" &&
+      prom_ok=1 || prom_ok=0
+    vm_ok=1
+    for p in "${vm_pids[@]}"; do wait "$p" || vm_ok=0; done
+  }
+  backfill "$hist_from" "$hist_to"
+  # The backfill took minutes at 1,000 GPUs: write those minutes too, so that the live scrapes
+  # start where the history ends (a gap would leave [5m] windows half empty at the start).
+  if ((prom_ok && vm_ok)); then
+    top=$(($(date +%s) / scrape * scrape))
+    if ((top > hist_to)); then
+      backfill "$hist_to" "$top"
+      hist_to=$top
+    fi
+  fi
+  curl -fsS "http://127.0.0.1:$vm_port/internal/force_flush" >/dev/null 2>&1 || true
+  if ((prom_ok && vm_ok)); then
+    pass "backfilled $(ls -d "$tmp"/prom/01* | wc -l) blocks and VictoriaMetrics in $((SECONDS - t0)) s"
+  else
+    fail "backfill (prometheus $prom_ok, victoriametrics $vm_ok)"
+    tail -n 5 "$tmp/backfill.log" | cut -c1-300 | sed 's/^/      /'
+    finish
+  fi
+fi
 start vmagent "http://127.0.0.1:$vmagent_port/health" \
   vmagent -httpListenAddr="127.0.0.1:$vmagent_port" \
   -remoteWrite.url="http://127.0.0.1:$vm_port/api/v1/write" \
   -remoteWrite.tmpDataPath="$tmp/vmagent" -loggerLevel=WARN
 start prometheus "http://127.0.0.1:$prom_port/-/ready" \
-  prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/prom" \
+  prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/prom" --storage.tsdb.retention.time=30d \
   --web.listen-address="127.0.0.1:$prom_port" --log.level=warn
 # vmalert must send its alerts somewhere: a sink that accepts them.
 start sink "http://127.0.0.1:$sink_port/" python3 scripts/fleet/sink.py "$sink_port"
@@ -156,6 +274,16 @@ start vmalert "http://127.0.0.1:$vmalert_port/health" \
   -remoteWrite.url="http://127.0.0.1:$vm_port" -notifier.url="http://127.0.0.1:$sink_port" \
   -evaluationInterval="${eval}s" -httpListenAddr="127.0.0.1:$vmalert_port" -loggerLevel=WARN
 pass "all started"
+if [[ -n $replay ]] && ((summary_days > 0)); then
+  t0=$SECONDS
+  if python3 scripts/fleet/summaries.py --prom "http://127.0.0.1:$prom_port" --vm "http://127.0.0.1:$vm_port" \
+    --rules "$tmp/rules/tessera-advisor.yaml" --promtool "$PROMTOOL" --blocks "$tmp/prom" --work "$tmp/summaries" \
+    --days "$summary_days" >"$tmp/summaries.log" 2>&1; then
+    pass "$summary_days days of advisor summaries in both engines ($((SECONDS - t0)) s): $(tail -n 1 "$tmp/summaries.log")"
+  else
+    fail "advisor summaries: $(tail -n 3 "$tmp/summaries.log")"
+  fi
+fi
 
 section "measure (${seconds} s of live data)"
 args=(--prom "http://127.0.0.1:$prom_port" --vm "http://127.0.0.1:$vm_port"
@@ -163,16 +291,24 @@ args=(--prom "http://127.0.0.1:$prom_port" --vm "http://127.0.0.1:$vm_port"
   --rules "$tmp"/rules/*.yaml --dashboards dashboards/*.json --tessera "$TESSERA_BIN"
   --seconds "$seconds" --eval "$eval" --scrape "$scrape" --nodes "$nodes")
 [[ -n $out ]] && args+=(--out "$out")
+if [[ -n $replay ]]; then
+  # The data reaches back to the history's start; the comparison instant is two rounds before the end.
+  args+=(--data-seconds "$((hist_to - hist_from + seconds - 2 * eval - scrape))" --history-seconds "$((hist_to - hist_from))")
+fi
 ((small)) && args+=(--check)
-FLEET_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || true)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)
+FLEET_COMMIT=${FLEET_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || true)$(git diff --quiet HEAD 2>/dev/null || echo +dirty)}
 export FLEET_COMMIT
 log=$tmp/measure.log
 set +e
 python3 scripts/fleet/measure.py "${args[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
-read -r p f < <(sed -nE 's/^measure: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -n 1)
+# `read` fails at end of input, and without --check there is no such line: under `set -e` that
+# ended the script with status 1 right after its table (the 1,008-GPU run of 2026-11-26).
+read -r p f < <(sed -nE 's/^measure: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -n 1) || true
+# measure.py prints its "measure: N passed, M failed" line only with --check (--small): a full
+# run without it has no checks to count, and only its exit status says whether it finished.
 passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-1}))
+failed=$((failed + ${f:-0}))
 ((rc == 0)) || [[ -n $f ]] || fail "measure.py exited $rc"
 finish

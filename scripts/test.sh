@@ -20,6 +20,11 @@ TESSERA_BIN=target/release/tessera scripts/test-advisor.sh
 echo "== fleet: 3 simulated nodes into Prometheus and VictoriaMetrics, the same rules in both engines"
 TESSERA_BIN=target/release/tessera scripts/fleet.sh --small 2>&1 | tee "$LOGS/fleet.log" | grep -Ev '^ok ' || true
 grep -qE '^[0-9]+ passed, 0 failed$' "$LOGS/fleet.log"
+echo "== fleet, replayed: 2 h of history and a week of summaries backfilled into both engines, full windows compared"
+cargo build --release -p fleet-history
+TESSERA_BIN=target/release/tessera scripts/fleet.sh --small --replay docs/data/fleet-captures-16.tar.xz \
+  --history-hours 2 --nodes 3 --seconds 90 --scrape 15 --eval 15 2>&1 | tee "$LOGS/fleet-replay.log" | grep -Ev '^ok ' || true
+grep -qE '^[0-9]+ passed, 0 failed$' "$LOGS/fleet-replay.log"
 # --- install on a cluster (issue 11): Helm chart, container image, alerts through Alertmanager
 echo "== Helm chart: render, lint, validate, agree with deploy/base"
 TESSERA_BIN=target/release/tessera scripts/test-helm.sh 2>&1 | tee "$LOGS/helm.log" | grep -Ev '^ok ' || true

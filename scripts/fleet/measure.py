@@ -183,7 +183,7 @@ def dashboards(a, figures, check):
         out[rng] = {"queries": len(times), "max_seconds": times[0][0] if times else None,
                     "slowest": times[:5], "over_1s": [k for t, k in times if t >= 1.0]}
     figures["dashboard_queries"] = out
-    figures["dashboard_data_seconds"] = a.seconds
+    figures["dashboard_data_seconds"] = a.history_seconds + a.seconds
 
 
 def advise(a, figures, check):
@@ -219,16 +219,31 @@ def widest_window(expr):
     return max((int(n) * UNIT[u] for n, u in re.findall(r"\[(\d+)([smhdw])(?:[:\]])", expr)), default=0)
 
 
+COUNTER_FUNCS = re.compile(r"\b(rate|increase|irate|delta|idelta|deriv)\s*\(")
+
+
+def rate_window(expr):
+    """The narrowest window a counter function of the expression reads, in seconds (0: none)."""
+    windows = [int(n) * UNIT[u] for n, u in
+               re.findall(r"\b(?:rate|increase|irate|delta|idelta|deriv)\s*\([^\[]*\[(\d+)([smhdw])", expr)]
+    return min(windows, default=0)
+
+
 def kind_of(expr, inputs_equal, data_seconds):
     """Which comparison a rule's expression allows. `exact`: it reads raw samples, or recorded
     series both engines hold with equal values, and the data spans its widest window: both
-    engines see the same samples and must agree. `window`: the window is longer than the data,
-    where PromQL's rate/increase extrapolate to the window's edges and MetricsQL's do not.
-    `chained`: it reads recorded series whose values differ between the engines because each
-    engine wrote them at its own evaluation instants."""
+    engines see the same samples and must agree. `rate`: the same, but through rate() or
+    increase(), which the engines define differently (PromQL: the change between the first and
+    last sample in the window, extrapolated towards its edges; MetricsQL: the change from the
+    last sample before the window, not extrapolated): they differ by about what one scrape
+    interval of the counter adds, relative to the window. `window`: the window is longer than
+    the data. `chained`: it reads recorded series whose values differ between the engines
+    because each engine wrote them at its own evaluation instants."""
     if widest_window(expr) > data_seconds:
         return "window"
-    return "exact" if inputs_equal else "chained"
+    if not inputs_equal:
+        return "chained"
+    return "rate" if COUNTER_FUNCS.search(expr) else "exact"
 
 
 def compare(a, figures, check):
@@ -279,6 +294,12 @@ def compare(a, figures, check):
               f"{name}: both engines return the same {e.get('common')} series {e}")
         if row["kind"] == "exact":
             check(e.get("unequal") == 0, f"{name}: same samples, same values in both engines {e}")
+        elif row["kind"] == "rate":
+            # Within three scrape intervals' worth of the window: the definitions differ by
+            # about one interval's change; more would be another difference.
+            row["rate_tolerance"] = round(3 * a.scrape / max(1, rate_window(expr)), 4)
+            check("error" not in e and e.get("max_rel_diff", 1) <= row["rate_tolerance"],
+                  f"{name}: same samples, rate within {row['rate_tolerance']} in both engines {e}")
     figures["vmalert_vs_prometheus"] = {"at": t, "rel_tol": REL_TOL, "rules": rows}
 
 
@@ -300,7 +321,7 @@ def table(f):
         line(f"dashboard queries over {rng}", f"{d['queries']} queries, slowest {d['slowest'][:3]}")
     cmp = f.get("vmalert_vs_prometheus", {}).get("rules", [])
     print("  recording rules, vmalert/VictoriaMetrics vs Prometheus at one instant (kind: rules, unequal, worst rel. diff)")
-    for kind in ("exact", "window", "chained"):
+    for kind in ("exact", "rate", "window", "chained"):
         rows = [r for r in cmp if r["kind"] == kind]
         bad = [r for r in rows if r["expr"].get("unequal") or "error" in r["expr"]]
         worst = max((r["expr"].get("max_rel_diff", 0.0) for r in rows), default=0.0)
@@ -322,6 +343,7 @@ def main():
     ap.add_argument("--scrape", type=int, default=5)
     ap.add_argument("--nodes", type=int, required=True)
     ap.add_argument("--data-seconds", type=int, help="how far back the data goes at the end [default: --seconds]")
+    ap.add_argument("--history-seconds", type=int, default=0, help="how much of the data was backfilled before the live run")
     ap.add_argument("--out")
     ap.add_argument("--check", action="store_true")
     a = ap.parse_args()
@@ -329,7 +351,7 @@ def main():
     a.data_seconds = a.data_seconds or a.seconds - 2 * a.eval - a.scrape
     check = Checks(a.check)
     figures = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "live_seconds": a.seconds,
-               "eval_interval_seconds": a.eval, "commit": os.environ.get("FLEET_COMMIT", "")}
+               "eval_interval_seconds": a.eval, "history_seconds": a.history_seconds, "commit": os.environ.get("FLEET_COMMIT", "")}
     watch(a, figures)
     series(a, figures)
     check((figures["gpus"] or 0) == 9 * a.nodes, f"{figures['gpus']} GPUs seen of {9 * a.nodes}")

@@ -53,7 +53,7 @@ def main():
         row(f"dashboard queries over {rng} at 1 s or more",
             lambda d, rng=rng: len(d["dashboard_queries"][rng]["over_1s"]))
     row("`tessera advise --window 7d` (s), workloads", lambda d: f"{d['advise_seconds']}, {d['advise_workloads']}")
-    for kind in ("exact", "window", "chained"):
+    for kind in ("exact", "rate", "window", "chained"):
         row(f"recording rules `{kind}`: compared, unequal, worst rel. diff",
             lambda d, kind=kind: "{}, {}, {:.3g}".format(
                 *(lambda rs: (len(rs), sum(1 for r in rs if r["expr"].get("unequal")),

@@ -1,0 +1,286 @@
+//! The fleet's samples in the three forms they are read in: OpenMetrics with timestamps
+//! (`promtool tsdb create-blocks-from openmetrics`), VictoriaMetrics's JSON lines
+//! (`/api/v1/import`), and a node's exposition at one instant (the live replay).
+
+use std::io::{self, Write};
+use std::ops::Range;
+
+use crate::fleet::{cluster, node_name, Fleet, SeriesDef};
+
+/// Where and when: slot `p` is at `origin + p * interval` seconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    pub origin: u64,
+    pub interval: u64,
+}
+
+impl Clock {
+    /// Node n's sample at slot p, in milliseconds. Each node keeps its own offset within the
+    /// interval, as Prometheus spreads its targets' scrapes: samples of every node on the same
+    /// whole second would all sit on a window's edge together whenever a query's instant is
+    /// a multiple of the interval, where engines differ in whether the edge is inside.
+    pub fn millis(&self, n: u64, p: u64) -> u64 {
+        let offset = n.wrapping_mul(2_654_435_761) % (self.interval * 1000);
+        (self.origin + p * self.interval) * 1000 + offset
+    }
+}
+
+/// The label pairs of node n's series: its own (node filled in), then, for the history, the
+/// target labels Prometheus would add when scraping (`cluster`, `instance`, `job`).
+fn labels<'a>(
+    def: &'a SeriesDef,
+    node: &'a str,
+    target: Option<&'a [(&'a str, String)]>,
+) -> Vec<(&'a str, &'a str)> {
+    let mut out: Vec<(&str, &str)> = def
+        .labels
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| {
+            (
+                k.as_str(),
+                if Some(i) == def.node_label {
+                    node
+                } else {
+                    v.as_str()
+                },
+            )
+        })
+        .collect();
+    if let Some(t) = target {
+        out.extend(t.iter().map(|(k, v)| (*k, v.as_str())));
+    }
+    out
+}
+
+fn target_labels(n: u64, job: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("cluster", cluster(n)),
+        ("instance", node_name(n)),
+        ("job", job.to_string()),
+    ]
+}
+
+fn series_text(def: &SeriesDef, pairs: &[(&str, &str)]) -> String {
+    let mut s = def.name.clone();
+    if !pairs.is_empty() {
+        s.push('{');
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(k);
+            s.push_str("=\"");
+            s.push_str(v);
+            s.push('"');
+        }
+        s.push('}');
+    }
+    s
+}
+
+fn write_value(w: &mut impl Write, v: f64) -> io::Result<()> {
+    if v.is_nan() {
+        w.write_all(b"NaN")
+    } else if v.is_infinite() {
+        w.write_all(if v > 0.0 { b"+Inf" } else { b"-Inf" })
+    } else {
+        write!(w, "{v}")
+    }
+}
+
+/// The slots of node n whose samples fall in `[from, to)` seconds: a node's offset moves its
+/// samples past a slot's instant, and a sample past a 2-h boundary would make promtool write
+/// a sliver of a block overlapping the next chunk's.
+fn slots_within(clock: Clock, n: u64, from: u64, to: u64) -> Range<u64> {
+    let first = |t: u64| {
+        let ms = t * 1000;
+        let base = clock.millis(n, 0);
+        if ms <= base {
+            0
+        } else {
+            (ms - base).div_ceil(clock.interval * 1000)
+        }
+    };
+    first(from)..first(to)
+}
+
+/// Nodes `nodes` with samples in `[from, to)` seconds, series by series, each series's
+/// samples in time order (what the backfill needs). Returns the samples written. The caller
+/// ends the file with `# EOF`.
+pub fn openmetrics(
+    w: &mut impl Write,
+    fleet: &Fleet,
+    nodes: Range<u64>,
+    (from, to): (u64, u64),
+    clock: Clock,
+    job: &str,
+) -> io::Result<u64> {
+    let mut written = 0;
+    for n in nodes {
+        let t = fleet.template(n);
+        let node = node_name(n);
+        let target = target_labels(n, job);
+        let slots = slots_within(clock, n, from, to);
+        for (s, def) in t.series.iter().enumerate() {
+            let head = series_text(def, &labels(def, &node, Some(&target)));
+            for p in slots.clone() {
+                if let Some(v) = fleet.value(n, s, p) {
+                    w.write_all(head.as_bytes())?;
+                    w.write_all(b" ")?;
+                    write_value(w, v)?;
+                    let ms = clock.millis(n, p);
+                    writeln!(w, " {}.{:03}", ms / 1000, ms % 1000)?;
+                    written += 1;
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// The same samples as VictoriaMetrics's `/api/v1/import` JSON lines: one line per series
+/// holding all its samples. Values that are not finite are left out (JSON has no NaN).
+pub fn victoriametrics(
+    w: &mut impl Write,
+    fleet: &Fleet,
+    nodes: Range<u64>,
+    (from, to): (u64, u64),
+    clock: Clock,
+    job: &str,
+) -> io::Result<u64> {
+    let mut written = 0;
+    let mut values = Vec::new();
+    let mut stamps = Vec::new();
+    for n in nodes {
+        let t = fleet.template(n);
+        let node = node_name(n);
+        let target = target_labels(n, job);
+        let slots = slots_within(clock, n, from, to);
+        for (s, def) in t.series.iter().enumerate() {
+            values.clear();
+            stamps.clear();
+            for p in slots.clone() {
+                if let Some(v) = fleet.value(n, s, p).filter(|v| v.is_finite()) {
+                    values.push(v);
+                    stamps.push(clock.millis(n, p));
+                }
+            }
+            if values.is_empty() {
+                continue;
+            }
+            // Exposition escapes (\\ \" \n) are JSON escapes too, so values go in as they are.
+            write!(w, "{{\"metric\":{{\"__name__\":\"{}\"", def.name)?;
+            for (k, v) in labels(def, &node, Some(&target)) {
+                write!(w, ",\"{k}\":\"{v}\"")?;
+            }
+            w.write_all(b"},\"values\":[")?;
+            for (i, v) in values.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                write!(w, "{v}")?;
+            }
+            w.write_all(b"],\"timestamps\":[")?;
+            for (i, ts) in stamps.iter().enumerate() {
+                if i > 0 {
+                    w.write_all(b",")?;
+                }
+                write!(w, "{ts}")?;
+            }
+            w.write_all(b"]}\n")?;
+            written += values.len() as u64;
+        }
+    }
+    Ok(written)
+}
+
+/// What node n serves at slot p: its series (scrape metadata left to the scraper).
+pub fn exposition(w: &mut impl Write, fleet: &Fleet, n: u64, p: u64) -> io::Result<()> {
+    let t = fleet.template(n);
+    let node = node_name(n);
+    for (s, def) in t.series.iter().enumerate() {
+        if def.scrape_meta {
+            continue;
+        }
+        if let Some(v) = fleet.value(n, s, p) {
+            w.write_all(series_text(def, &labels(def, &node, None)).as_bytes())?;
+            w.write_all(b" ")?;
+            write_value(w, v)?;
+            w.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::Template;
+    use std::path::PathBuf;
+
+    fn fleet() -> Fleet {
+        let caps: Vec<(PathBuf, String)> = ["5", "7", "9"]
+            .iter()
+            .map(|v| {
+                (
+                    PathBuf::from("t"),
+                    format!("# TYPE c counter\nc_total{{node=\"x\",q=\"a\\\"b\"}} {v}\n"),
+                )
+            })
+            .collect();
+        Fleet {
+            templates: vec![Template::from_captures(&caps).unwrap()],
+            phases: 2,
+        }
+    }
+
+    #[test]
+    fn openmetrics_lines_carry_the_target_labels_and_seconds() {
+        let mut out = Vec::new();
+        let clock = Clock {
+            origin: 1000,
+            interval: 15,
+        };
+        let n = openmetrics(&mut out, &fleet(), 51..52, (1000, 1030), clock, "tessera").unwrap();
+        let text = String::from_utf8(out).unwrap();
+        // Node 51 starts a phase ahead (51 % 2 = 1).
+        assert_eq!(
+            text.lines().next().unwrap(),
+            r#"c_total{node="fleet-1-gpu-00051",q="a\"b",cluster="fleet-1",instance="fleet-1-gpu-00051",job="tessera"} 7 1008.811"#
+        );
+        assert!(text.contains("} 9 1023.811\n"));
+        assert!(text.contains("scrape_samples_scraped{cluster=\"fleet-1\""));
+        assert_eq!(n, 6);
+    }
+
+    #[test]
+    fn victoriametrics_lines_are_json_with_milliseconds() {
+        let mut out = Vec::new();
+        let clock = Clock {
+            origin: 1000,
+            interval: 15,
+        };
+        victoriametrics(&mut out, &fleet(), 0..1, (1000, 1045), clock, "tessera").unwrap();
+        let first = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            first,
+            r#"{"metric":{"__name__":"c_total","node":"fleet-0-gpu-00000","q":"a\"b","cluster":"fleet-0","instance":"fleet-0-gpu-00000","job":"tessera"},"values":[5,7,9],"timestamps":[1000000,1015000,1030000]}"#
+        );
+    }
+
+    #[test]
+    fn exposition_leaves_scrape_metadata_to_the_scraper() {
+        let mut out = Vec::new();
+        exposition(&mut out, &fleet(), 0, 2).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "c_total{node=\"fleet-0-gpu-00000\",q=\"a\\\"b\"} 9\n"
+        );
+    }
+}

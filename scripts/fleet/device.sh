@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The fleet runs on the `run` tool's 16-core host, where nothing can be installed: binaries
+# come in a carried folder ($1: bins.tar.xz with prometheus, promtool, victoria-metrics,
+# vmagent, vmalert, tessera; fleet-history; py/ with a pure-Python PyYAML; optionally
+# COMMIT, the commit the scripts come from, where the tree there is not a git checkout).
+#
+#   scripts/fleet/device.sh CARRY OUT RUN...    RUN: NAME:NODES:HISTORY_HOURS:LIVE_SECONDS:SUMMARY_DAYS
+#
+# Each RUN is one scripts/fleet.sh --replay at that size; its JSON and log go to OUT, the
+# engines' own logs to OUT/logs.tgz (the tool brings back 8 files at most).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+carry=$1 out=$2
+shift 2
+bin=/tmp/fleet-bin
+mkdir -p "$bin" "$out"
+tar xJf "$carry/bins.tar.xz" -C "$bin"
+cp "$carry/fleet-history" "$bin/"
+export PATH=$bin:$PATH PYTHONPATH=$PWD/$carry/py
+export TESSERA_BIN=$bin/tessera FLEET_HISTORY_BIN=$bin/fleet-history
+[[ -f $carry/COMMIT ]] && export FLEET_COMMIT=$(cat "$carry/COMMIT")
+{
+  nproc
+  free -g
+  df -h /tmp /dev/shm
+  uptime
+} >"$out/host.txt" 2>&1
+for r in "$@"; do
+  IFS=: read -r name nodes hours live days <<<"$r"
+  t0=$SECONDS
+  PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay docs/data/fleet-captures-16.tar.xz \
+    --nodes "$nodes" --history-hours "$hours" --seconds "$live" --summary-days "$days" \
+    --scrape 15 --eval 15 --out "$out/$name.json" --keep "/tmp/fleet-logs/$name" >"$out/$name.log" 2>&1
+  echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$out/host.txt"
+  tail -n 3 "$out/$name.log"
+  tar czf "$out/logs.tgz" -C /tmp fleet-logs 2>/dev/null
+done

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""A week of the advisor's inputs for a replayed fleet (scripts/fleet.sh --replay).
+
+    summaries.py --prom URL --vm URL --rules ADVISOR_RULES --promtool BIN --blocks DIR \
+        --days D --step S --work DIR
+
+`tessera advise` and the `tessera.advisor.profile` rules read the 5-minute summaries that
+`tessera.advisor.summary` records (alerts/tessera-advisor.yaml). Recording them over a week of
+raw samples would take a week of samples (too many to backfill here), so this waits until
+Prometheus has recorded them once over the backfilled raw history, then writes those values
+every --step seconds over the --days before that instant, into both engines: OpenMetrics ->
+`promtool tsdb create-blocks-from openmetrics` -> blocks moved into Prometheus's data
+directory (it loads new blocks within a minute), and JSON lines -> VictoriaMetrics's
+/api/v1/import. Their values are the fleet's steady state repeated; their count and shape
+are what a week of summaries holds, which is what the advisor's cost depends on. Waits
+until Prometheus reads the week (count_over_time over 7 d) and prints what it wrote.
+"""
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+import yaml
+
+
+def get(url, **params):
+    url += "?" + urllib.parse.urlencode(params)
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def labels_text(metric):
+    def esc(v):
+        return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return ",".join(f'{k}="{esc(v)}"' for k, v in sorted(metric.items()) if k != "__name__")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for k in ("prom", "vm", "rules", "promtool", "blocks", "work"):
+        ap.add_argument("--" + k, required=True)
+    ap.add_argument("--days", type=int, default=7)
+    ap.add_argument("--step", type=int, default=300)
+    ap.add_argument("--wait", type=int, default=180)
+    a = ap.parse_args()
+    with open(a.rules, encoding="utf-8") as f:
+        doc = yaml.safe_load(f)
+    names = [r["record"] for g in doc["groups"] if g["name"] == "tessera.advisor.summary"
+             for r in g["rules"] if "record" in r]
+    t0 = time.time()
+    series = {}
+    while time.time() - t0 < a.wait:
+        series = {}
+        for n in names:
+            for s in get(a.prom + "/api/v1/query", query=n)["data"]["result"]:
+                series.setdefault(n, []).append(s)
+        if len(series) == len(names):
+            break
+        time.sleep(2)
+    missing = [n for n in names if n not in series]
+    if missing:
+        sys.exit(f"summaries.py: Prometheus recorded no {missing} in {a.wait} s")
+    # The week ends before the first summary Prometheus recorded itself.
+    first = min(float(s["value"][0]) for ss in series.values() for s in ss)
+    end = int(first) // a.step * a.step
+    stamps = list(range(end - a.days * 86400, end, a.step))
+    os.makedirs(a.work, exist_ok=True)
+    om = os.path.join(a.work, "summaries.om")
+    js = os.path.join(a.work, "summaries.jsonl")
+    n_series = 0
+    with open(om, "w", encoding="utf-8") as fo, open(js, "w", encoding="utf-8") as fj:
+        for name, ss in series.items():
+            for s in ss:
+                n_series += 1
+                head = f"{name}{{{labels_text(s['metric'])}}}"
+                v = s["value"][1]
+                for t in stamps:
+                    fo.write(f"{head} {v} {t}\n")
+                metric = dict(s["metric"], __name__=name)
+                fj.write(json.dumps({"metric": metric, "values": [float(v)] * len(stamps),
+                                     "timestamps": [t * 1000 for t in stamps]}) + "\n")
+        fo.write("# EOF\n")
+    staging = os.path.join(a.work, "blocks")
+    shutil.rmtree(staging, ignore_errors=True)
+    subprocess.run([a.promtool, "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=24h",
+                    om, staging], check=True, stdout=subprocess.DEVNULL)
+    for b in glob.glob(os.path.join(staging, "01*")):
+        shutil.move(b, a.blocks)
+    with open(js, "rb") as f:
+        req = urllib.request.Request(a.vm + "/api/v1/import", data=f.read(), method="POST")
+        urllib.request.urlopen(req, timeout=300).read()
+    urllib.request.urlopen(a.vm + "/internal/force_flush", timeout=60).read()
+    probe = f"count_over_time({names[1]}[{a.days}d])"
+    want = len(stamps) // 2
+    seen = {}
+    while time.time() - t0 < a.wait + 120:
+        seen = {e: max((float(s["value"][1]) for s in get(u + "/api/v1/query", query=f"max({probe})")["data"]["result"]),
+                       default=0.0) for e, u in (("prometheus", a.prom), ("victoriametrics", a.vm))}
+        if min(seen.values()) >= want:
+            break
+        time.sleep(5)
+    print(json.dumps({"summary_series": n_series, "samples_each": len(stamps), "from": stamps[0], "to": end,
+                      "step_seconds": a.step, "samples_per_series_seen_over_7d": seen,
+                      "seconds": round(time.time() - t0, 1)}))
+    if min(seen.values()) < want:
+        sys.exit("summaries.py: the engines do not read the backfilled week yet")
+
+
+if __name__ == "__main__":
+    main()
