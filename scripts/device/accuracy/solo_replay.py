@@ -1,0 +1,241 @@
+"""Replays the probe's kernel records (solo_measure.sh: TESSERA_PROBE_RECORD_LOG) through solo
+estimators offline, and through the host's time-sliced split, to see which estimator explains
+each tenant's truth (issue 21, run 4).
+  solo_replay.py RECORDS_DIR RAW_DIR [--shapes]
+RECORDS_DIR holds rec.<pid> (records.tar.xz unpacked); RAW_DIR the suite's raw/ (raw.tgz
+unpacked: <case>-<i>.json per tenant, with pid, kind, truth, start, dur).
+Per tenant it prints, over the milliseconds of its truth window that every tenant of the case
+traced ("common"), as ratios of those milliseconds:
+  spans     the union of its kernel spans
+  true      Σ of its kernels' true solo durations (the median of the same kernel, found by name
+            and launch shape, in the alone cases)
+  <rule>    its own time by the host's split (src/model/timeslice.rs) with that rule's solo
+            estimates: `probe` (as the probe logged them), then each variant below
+and the truth the suite measured (CUDA events around each request, alone).
+--shapes also prints, per kind, each shape's alone duration spread (is a shape one kernel?)."""
+import collections, glob, json, math, os, statistics, sys
+
+MS = 1_000_000
+
+
+def load_records(path):
+    """(shapes {id: key}, kernels [(id, start, end, solo, corr)], toggles [(what, ns)],
+    clocks [(cupti, unix)])."""
+    shapes, kernels, toggles, clocks = {}, [], [], []
+    start = corr = 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            p = line.split()
+            if not p:
+                continue
+            if p[0] == "K" and len(p) == 6:
+                start += int(p[2])
+                corr += int(p[5])
+                kernels.append((int(p[1]), start, start + int(p[3]), int(p[4]), corr))
+            elif p[0] == "S" and len(p) >= 10:
+                shapes[int(p[1])] = (p[9], tuple(int(x) for x in p[2:9]))
+            elif p[0] == "R" and len(p) == 3:
+                toggles.append((p[1], int(p[2])))
+            elif p[0] == "T" and len(p) == 3:
+                clocks.append((int(p[1]), int(p[2])))
+    return shapes, kernels, toggles, clocks
+
+
+def traced_stretches(toggles, end_ns):
+    """[(on, off)] of CUPTI time with records on (attach counts as on: RECORDS=always)."""
+    out, on = [], None
+    for what, ns in toggles:
+        if what in ("on", "attach") and on is None:
+            on = ns
+        elif what == "off" and on is not None:
+            out.append((on, ns))
+            on = None
+    if on is not None:
+        out.append((on, end_ns))
+    return out
+
+
+# ---- solo estimators: each a class with observe(key, dur, end) -> solo ns ----
+
+class Current:
+    """The probe's rule (crates/probe/src/solo.rs): running mean of runs within 15 % of the
+    estimate; a run 15 % faster restarts it."""
+    name = "current"
+
+    def __init__(self):
+        self.best = {}
+
+    def observe(self, key, d, end):
+        e = self.best.get(key)
+        if e is None or d * 1.15 < e[0] or end - e[1] > 30_000_000_000:
+            e = (float(d), end)
+        elif d <= e[0] * 1.15:
+            e = (e[0] + (d - e[0]) / 16, end)
+        self.best[key] = e
+        return min(round(e[0]), d)
+
+
+class Quantile:
+    """The q-quantile of the shape's last `n` runs (its own run included)."""
+
+    def __init__(self, q, n=64):
+        self.q, self.n, self.runs = q, n, collections.defaultdict(collections.deque)
+        self.name = f"q{int(q * 100)}/{n}"
+
+    def observe(self, key, d, end):
+        r = self.runs[key]
+        r.append(d)
+        if len(r) > self.n:
+            r.popleft()
+        s = sorted(r)
+        return min(s[min(len(s) - 1, int(self.q * len(s)))], d)
+
+
+class TrueSolo:
+    """The kernel's alone median (what a perfect estimator would give)."""
+    name = "true"
+
+    def __init__(self, table):
+        self.table = table
+
+    def observe(self, key, d, end):
+        t = self.table.get(key)
+        return d if t is None else min(t, d)
+
+
+def replay(kernels, shapes, est):
+    keyof = {i: shapes.get(i, ("?", ())) for i in shapes}
+    out = []
+    for (i, s, e, solo, corr) in kernels:
+        out.append(est.observe(keyof.get(i, ("?", (i,))), e - s, e))
+    return out
+
+
+def timeline(kernels, solos, lo, hi):
+    """Per millisecond bucket in [lo, hi) ns: (covered ns, solo ns), union of spans as the
+    probe folds them (sorted by start; what an earlier span covered is skipped)."""
+    n = (hi - lo) // MS
+    cov, sol = [0.0] * n, [0.0] * n
+    order = sorted(range(len(kernels)), key=lambda k: kernels[k][1])
+    covered_until = 0
+    for k in order:
+        _, s, e, _, _ = kernels[k]
+        if e <= covered_until or e <= lo or s >= hi:
+            covered_until = max(covered_until, e)
+            continue
+        f = max(s, covered_until)
+        ratio = solos[k] / (e - s)
+        covered_until = e
+        b0, b1 = max(0, (f - lo) // MS), min(n - 1, (e - 1 - lo) // MS)
+        for b in range(b0, b1 + 1):
+            a, z = max(f, lo + b * MS), min(e, lo + (b + 1) * MS)
+            if z > a:
+                cov[b] = min(MS, cov[b] + (z - a))
+                sol[b] = min(cov[b], sol[b] + (z - a) * ratio)
+    return cov, sol
+
+
+def split(lines, common):
+    """The host's rule (src/model/timeslice.rs) over the common milliseconds: own time each."""
+    own = [0.0] * len(lines)
+    for k in common:
+        cov_sum = sum(l[0][k] for l in lines) / MS
+        solo_sum = sum(l[1][k] for l in lines) / MS
+        for i, (cov, sol) in enumerate(lines):
+            c = cov[k] / MS
+            if c <= 0:
+                continue
+            if cov_sum - c > 0 and cov_sum > 1.0:
+                own[i] += (sol[k] / MS) / max(solo_sum, 1.0)
+            else:
+                own[i] += c
+    return own
+
+
+def main():
+    rec_dir, raw_dir = sys.argv[1], sys.argv[2]
+    show_shapes = "--shapes" in sys.argv
+    tenants = collections.defaultdict(list)
+    for f in sorted(glob.glob(os.path.join(raw_dir, "*-[0-9].json"))):
+        j = json.load(open(f))
+        case = os.path.basename(f).rsplit("-", 1)[0]
+        if "pid" in j:
+            tenants[case].append(j)
+    data = {}
+    for case, ts in tenants.items():
+        for t in ts:
+            p = os.path.join(rec_dir, f"rec.{t['pid']}")
+            if os.path.exists(p):
+                data[t["pid"]] = load_records(p)
+    # True per-kernel solo durations: the alone cases' medians by (name, shape).
+    alone = collections.defaultdict(list)
+    for case, ts in tenants.items():
+        if not case.startswith("alone-"):
+            continue
+        for t in ts:
+            if t["pid"] not in data:
+                continue
+            shapes, kernels, _, _ = data[t["pid"]]
+            for (i, s, e, _, _) in kernels:
+                alone[shapes.get(i, ("?", (i,)))].append(e - s)
+    table = {k: statistics.median(v) for k, v in alone.items()}
+    if show_shapes:
+        for k, v in sorted(alone.items(), key=lambda kv: -sum(kv[1])):
+            v = sorted(v)
+            q = lambda x: v[min(len(v) - 1, int(x * len(v)))]
+            print(f"{k[0][:60]:60} {k[1]} n={len(v)} p5={q(.05)} p50={q(.5)} p95={q(.95)} "
+                  f"share={sum(v) / sum(sum(x) for x in alone.values()):.3f}")
+    variants = [lambda: Current(), lambda: Quantile(0.1), lambda: Quantile(0.5),
+                lambda: Quantile(0.25, 256), lambda: Quantile(0.5, 256), lambda: TrueSolo(table)]
+    for case, ts in sorted(tenants.items()):
+        ts = [t for t in ts if t["pid"] in data]
+        if not ts:
+            continue
+        # The truth window in CUPTI time, by each tenant's clock pairs (the probes share a clock).
+        c0, u0 = data[ts[0]["pid"]][3][0]
+        lo = c0 + int((ts[0]["start"] * 1e9) - u0)
+        hi = lo + int(ts[0]["dur"] * 1e9)
+        lo, hi = lo - lo % MS, hi - hi % MS
+        n = (hi - lo) // MS
+        traced = []
+        for t in ts:
+            shapes, kernels, toggles, _ = data[t["pid"]]
+            st = traced_stretches(toggles, hi)
+            tr = [False] * n
+            for on, off in st:
+                b0 = max(0, -(-(on - lo) // MS))
+                b1 = min(n, (off - lo) // MS)
+                for b in range(b0, b1):
+                    tr[b] = True
+            traced.append(tr)
+        common = [k for k in range(n) if all(tr[k] for tr in traced)]
+        print(f"\n{case}: window {n} ms, common traced {len(common)} ms")
+        if not common:
+            continue
+        rows = collections.OrderedDict()
+        for name, make in [("probe", None)] + [(None, v) for v in variants]:
+            lines = []
+            label = name
+            for t in ts:
+                shapes, kernels, _, _ = data[t["pid"]]
+                if make is None:
+                    solos = [k[3] for k in kernels]
+                else:
+                    est = make()
+                    label = est.name
+                    solos = replay(kernels, shapes, est)
+                lines.append(timeline(kernels, solos, lo, hi))
+            own = split(lines, common)
+            rows[label] = [o / len(common) for o in own]
+            if make is None:
+                rows["spans"] = [sum(l[0][k] for k in common) / MS / len(common) for l in lines]
+            if label == "true":
+                rows["true_solo"] = [sum(l[1][k] for k in common) / MS / len(common) for l in lines]
+        print("  " + f"{'tenant':14} {'truth':>7} " + " ".join(f"{r:>9}" for r in rows))
+        for i, t in enumerate(ts):
+            print("  " + f"{t['kind'] + ' ' + str(t.get('util')):14} {t['truth']:7.3f} "
+                  + " ".join(f"{rows[r][i]:9.3f}" for r in rows))
+
+
+if __name__ == "__main__":
+    main()
