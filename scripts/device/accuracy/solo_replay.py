@@ -1,9 +1,9 @@
 """Replays the probe's kernel records (solo_measure.sh: TESSERA_PROBE_RECORD_LOG) through solo
 estimators offline, and through the host's time-sliced split, to see which estimator explains
 each tenant's truth (issue 21, run 4).
-  solo_replay.py RECORDS_DIR RAW_DIR [--shapes]
-RECORDS_DIR holds rec.<pid> (records.tar.xz unpacked); RAW_DIR the suite's raw/ (raw.tgz
-unpacked: <case>-<i>.json per tenant, with pid, kind, truth, start, dur).
+  solo_replay.py RECORDS_DIR RAW_DIR [--shapes] [--starts STARTS.json]
+RECORDS_DIR holds rec.<pid> (solo_measure.sh) or rec.<case>-<i> (kineto_records.sh); RAW_DIR
+<case>-<i>.json per tenant (pid, kind, truth, and start, dur or the case's entry in STARTS).
 Per tenant it prints, over the milliseconds of its truth window that every tenant of the case
 traced ("common"), as ratios of those milliseconds:
   spans     the union of its kernel spans
@@ -13,7 +13,7 @@ traced ("common"), as ratios of those milliseconds:
             estimates: `probe` (as the probe logged them), then each variant below
 and the truth the suite measured (CUDA events around each request, alone).
 --shapes also prints, per kind, each shape's alone duration spread (is a shape one kernel?)."""
-import collections, glob, json, math, os, statistics, sys
+import bisect, collections, glob, json, math, os, statistics, sys
 
 MS = 1_000_000
 
@@ -38,11 +38,17 @@ def load_records(path):
                 toggles.append((p[1], int(p[2])))
             elif p[0] == "T" and len(p) == 3:
                 clocks.append((int(p[1]), int(p[2])))
+            elif p[0] == "B" and len(p) == 2:
+                # kineto_tenant.py: record time + B is unix time.
+                clocks.append((0, -int(p[1])))
     return shapes, kernels, toggles, clocks
 
 
 def traced_stretches(toggles, end_ns):
-    """[(on, off)] of CUPTI time with records on (attach counts as on: RECORDS=always)."""
+    """[(on, off)] of CUPTI time with records on (attach counts as on: RECORDS=always); a
+    dump without toggles (kineto_tenant.py with records on throughout) is traced throughout."""
+    if not toggles:
+        return [(0, end_ns)]
     out, on = [], None
     for what, ns in toggles:
         if what in ("on", "attach") and on is None:
@@ -80,14 +86,15 @@ class Quantile:
 
     def __init__(self, q, n=64):
         self.q, self.n, self.runs = q, n, collections.defaultdict(collections.deque)
+        self.sorted = collections.defaultdict(list)
         self.name = f"q{int(q * 100)}/{n}"
 
     def observe(self, key, d, end):
-        r = self.runs[key]
+        r, s = self.runs[key], self.sorted[key]
         r.append(d)
+        bisect.insort(s, d)
         if len(r) > self.n:
-            r.popleft()
-        s = sorted(r)
+            s.pop(bisect.bisect_left(s, r.popleft()))
         return min(s[min(len(s) - 1, int(self.q * len(s)))], d)
 
 
@@ -152,21 +159,53 @@ def split(lines, common):
     return own
 
 
+def split_remainder(lines, common):
+    """Variant: in a millisecond whose spans add up past it, the process with the most span
+    there is the one stretched over the others' slices; the others keep their spans (up to
+    their solo time) and it gets at most what they leave of the millisecond."""
+    own = [0.0] * len(lines)
+    for k in common:
+        cs = [l[0][k] / MS for l in lines]
+        ss = [l[1][k] / MS for l in lines]
+        if sum(cs) <= 1.0:
+            for i, c in enumerate(cs):
+                own[i] += c
+            continue
+        m = max(range(len(cs)), key=lambda i: cs[i])
+        rest = sum(c for i, c in enumerate(cs) if i != m)
+        if rest > 1.0:
+            for i in range(len(cs)):
+                own[i] += ss[i] / max(sum(ss), 1.0)
+            continue
+        for i in range(len(cs)):
+            own[i] += min(ss[m], 1.0 - rest) if i == m else min(cs[i], ss[i])
+    return own
+
+
 def main():
     rec_dir, raw_dir = sys.argv[1], sys.argv[2]
     show_shapes = "--shapes" in sys.argv
+    # --starts FILE: {case: [unix start, duration s]} for truth files written without them.
+    starts = {}
+    if "--starts" in sys.argv:
+        starts = json.load(open(sys.argv[sys.argv.index("--starts") + 1]))
     tenants = collections.defaultdict(list)
     for f in sorted(glob.glob(os.path.join(raw_dir, "*-[0-9].json"))):
         j = json.load(open(f))
-        case = os.path.basename(f).rsplit("-", 1)[0]
-        if "pid" in j:
+        case, j["index"] = os.path.basename(f)[:-5].rsplit("-", 1)
+        if "pid" in j and "start" not in j and case in starts:
+            j["start"], j["dur"] = starts[case]
+        if "pid" in j and "start" in j:
             tenants[case].append(j)
     data = {}
     for case, ts in tenants.items():
-        for t in ts:
-            p = os.path.join(rec_dir, f"rec.{t['pid']}")
-            if os.path.exists(p):
-                data[t["pid"]] = load_records(p)
+        for i, t in enumerate(ts):
+            # rec.<pid> (the probe's dump) or rec.<case>-<i> (kineto_records.sh)
+            for p in (os.path.join(rec_dir, f"rec.{t['pid']}"),
+                      os.path.join(rec_dir, f"rec.{case}-{t['index']}")):
+                if os.path.exists(p):
+                    data[t["pid"]] = load_records(p)
+                    break
     # True per-kernel solo durations: the alone cases' medians by (name, shape).
     alone = collections.defaultdict(list)
     for case, ts in tenants.items():
@@ -180,32 +219,30 @@ def main():
                 alone[shapes.get(i, ("?", (i,)))].append(e - s)
     table = {k: statistics.median(v) for k, v in alone.items()}
     if show_shapes:
-        for k, v in sorted(alone.items(), key=lambda kv: -sum(kv[1])):
+        total = sum(sum(v) for v in alone.values())
+        for k, v in sorted(alone.items(), key=lambda kv: -sum(kv[1]))[:40]:
             v = sorted(v)
             q = lambda x: v[min(len(v) - 1, int(x * len(v)))]
-            print(f"{k[0][:60]:60} {k[1]} n={len(v)} p5={q(.05)} p50={q(.5)} p95={q(.95)} "
-                  f"share={sum(v) / sum(sum(x) for x in alone.values()):.3f}")
-    variants = [lambda: Current(), lambda: Quantile(0.1), lambda: Quantile(0.5),
-                lambda: Quantile(0.25, 256), lambda: Quantile(0.5, 256), lambda: TrueSolo(table)]
+            print(f"{k[0][:40]:40} {k[1]} n={len(v)} p5={q(.05)} p50={q(.5)} p95={q(.95)} "
+                  f"share={sum(v) / total:.3f}")
+    estimators = [Current, lambda: Quantile(0.5), lambda: TrueSolo(table)]
     for case, ts in sorted(tenants.items()):
         ts = [t for t in ts if t["pid"] in data]
-        if not ts:
+        if not ts or case.startswith("alone-"):
             continue
-        # The truth window in CUPTI time, by each tenant's clock pairs (the probes share a clock).
+        # The truth window in the records' clock, by the first tenant's clock pair (the
+        # probes share a clock).
         c0, u0 = data[ts[0]["pid"]][3][0]
-        lo = c0 + int((ts[0]["start"] * 1e9) - u0)
-        hi = lo + int(ts[0]["dur"] * 1e9)
-        lo, hi = lo - lo % MS, hi - hi % MS
+        lo = c0 + int(ts[0]["start"] * 1e9) - u0
+        lo -= lo % MS
+        hi = lo + int(ts[0]["dur"] * 1000) * MS
         n = (hi - lo) // MS
         traced = []
         for t in ts:
-            shapes, kernels, toggles, _ = data[t["pid"]]
-            st = traced_stretches(toggles, hi)
+            st = traced_stretches(data[t["pid"]][2], hi)
             tr = [False] * n
             for on, off in st:
-                b0 = max(0, -(-(on - lo) // MS))
-                b1 = min(n, (off - lo) // MS)
-                for b in range(b0, b1):
+                for b in range(max(0, -(-(on - lo) // MS)), min(n, (off - lo) // MS)):
                     tr[b] = True
             traced.append(tr)
         common = [k for k in range(n) if all(tr[k] for tr in traced)]
@@ -213,9 +250,9 @@ def main():
         if not common:
             continue
         rows = collections.OrderedDict()
-        for name, make in [("probe", None)] + [(None, v) for v in variants]:
-            lines = []
-            label = name
+        logged = any(k[3] for t in ts for k in data[t["pid"]][1])
+        for make in ([None] if logged else []) + estimators:
+            lines, label = [], "probe"
             for t in ts:
                 shapes, kernels, _, _ = data[t["pid"]]
                 if make is None:
@@ -224,17 +261,18 @@ def main():
                     est = make()
                     label = est.name
                     solos = replay(kernels, shapes, est)
-                lines.append(timeline(kernels, solos, lo, hi))
-            own = split(lines, common)
-            rows[label] = [o / len(common) for o in own]
-            if make is None:
-                rows["spans"] = [sum(l[0][k] for k in common) / MS / len(common) for l in lines]
-            if label == "true":
-                rows["true_solo"] = [sum(l[1][k] for k in common) / MS / len(common) for l in lines]
-        print("  " + f"{'tenant':14} {'truth':>7} " + " ".join(f"{r:>9}" for r in rows))
+                sel = [j for j, k in enumerate(kernels) if k[2] > lo and k[1] < hi]
+                lines.append(timeline([kernels[j] for j in sel], [solos[j] for j in sel], lo, hi))
+            per = lambda v: [x / len(common) for x in v]
+            if not rows:
+                rows["spans"] = per([sum(l[0][k] for k in common) / MS for l in lines])
+            rows[f"{label}:solo"] = per([sum(l[1][k] for k in common) / MS for l in lines])
+            rows[f"{label}:split"] = per(split(lines, common))
+            rows[f"{label}:remainder"] = per(split_remainder(lines, common))
+        print("  " + f"{'tenant':16} {'truth':>6} " + " ".join(f"{r:>15}" for r in rows))
         for i, t in enumerate(ts):
-            print("  " + f"{t['kind'] + ' ' + str(t.get('util')):14} {t['truth']:7.3f} "
-                  + " ".join(f"{rows[r][i]:9.3f}" for r in rows))
+            print("  " + f"{t['kind'] + ' ' + str(t.get('util')):16} {t['truth']:6.3f} "
+                  + " ".join(f"{rows[r][i]:15.3f}" for r in rows))
 
 
 if __name__ == "__main__":
