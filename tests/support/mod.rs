@@ -183,7 +183,11 @@ impl ExporterBuilder {
             .arg(format!("--path.procfs={}", procfs.display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--kube.node-name=test-node")
-            .arg("--sample.interval=100ms")
+            // A test that passes its own --sample.interval gets that instead.
+            .args(
+                (!self.args.iter().any(|a| a.starts_with("--sample.interval")))
+                    .then_some("--sample.interval=100ms"),
+            )
             .arg("--activity.window=2s")
             .args(if self.cluster {
                 &[][..]

@@ -22,6 +22,7 @@ mod events;
 mod gpm;
 mod mig;
 mod process;
+mod samples;
 pub mod scenario;
 pub mod sku;
 mod state;

@@ -57,6 +57,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetMemoryInfo_v2",
     "nvmlDeviceGetMemoryInfo",
     "nvmlDeviceGetUtilizationRates",
+    "nvmlDeviceGetSamples",
     "nvmlDeviceGetPowerUsage",
     "nvmlDeviceGetEnforcedPowerLimit",
     "nvmlDeviceGetTotalEnergyConsumption",
@@ -113,6 +114,8 @@ pub fn is_known_call(name: &str) -> bool {
 pub struct Runtime {
     pub world: Arc<World>,
     pub started: Instant,
+    /// `started` on the CPU clock NVML stamps samples with (µs since the epoch).
+    pub started_epoch_us: u64,
     refcount: u32,
     pub event_sets: HashMap<u64, EventSetState>,
     pub gpm_samples: HashMap<u64, Option<GpmSampleRec>>,
@@ -363,6 +366,10 @@ pub fn init(name: &'static str) -> Ret {
                 *g = Some(Runtime {
                     world: Arc::new(world),
                     started: Instant::now(),
+                    started_epoch_us: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_micros() as u64)
+                        .unwrap_or(0),
                     refcount: 1,
                     event_sets: HashMap::new(),
                     gpm_samples: HashMap::new(),

@@ -6,7 +6,7 @@ mod common;
 
 use common::{shared, MIB};
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, ComputeMode, EccCounter, GpuVirtualizationMode, MemoryError, PcieUtilCounter,
+    Clock, ComputeMode, EccCounter, GpuVirtualizationMode, MemoryError, PcieUtilCounter, Sampling,
     TemperatureSensor,
 };
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -23,7 +23,7 @@ fn nvml() -> &'static Nvml {
 #[test]
 fn exports_every_promised_symbol() {
     let names = common::exported_symbols();
-    assert_eq!(names.len(), 56);
+    assert_eq!(names.len(), 57);
     // SAFETY: loading our own library; only symbol addresses are looked up.
     let lib = unsafe { libloading::Library::new(common::lib_path()) }.unwrap();
     for name in names {
@@ -256,4 +256,26 @@ fn gpm_metrics() {
     let sm = results[1].as_ref().unwrap();
     assert_eq!(sm.metric_info.unit, "%");
     assert!(!sm.metric_info.short_name.is_empty());
+}
+
+#[test]
+fn utilization_samples_come_every_200ms_and_only_newer_than_asked() {
+    let d = nvml().device_by_index(0).unwrap();
+    std::thread::sleep(Duration::from_millis(450));
+    let all = d.samples(Sampling::GpuUtilization, None).unwrap();
+    assert!(all.len() >= 2, "{all:?}");
+    assert!(all
+        .windows(2)
+        .all(|w| w[1].timestamp - w[0].timestamp == 200_000));
+    let newest = all.last().unwrap().timestamp;
+    match d.samples(Sampling::GpuUtilization, newest) {
+        Err(NvmlError::NotFound) => {}
+        Ok(newer) => assert!(newer.iter().all(|s| s.timestamp > newest), "{newer:?}"),
+        Err(e) => panic!("{e:?}"),
+    }
+    assert!(d.samples(Sampling::MemoryUtilization, None).is_ok());
+    assert!(matches!(
+        d.samples(Sampling::Power, None),
+        Err(NvmlError::NotSupported)
+    ));
 }

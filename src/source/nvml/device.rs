@@ -267,13 +267,20 @@ pub fn sample_gpu(
         });
     if gpu.mig_enabled != Some(true) {
         // On MIG GPUs NVML refuses device-wide utilization; GPM per instance replaces it.
-        if let Some(u) = ledger
-            .call(key, "utilization_rates", || d.utilization_rates())
-            .ok()
-        {
-            s.utilization = Some(ratio(u.gpu));
-            s.memory_utilization = Some(ratio(u.memory));
+        // Elsewhere the mean of every sample since the last read, the snapshot where none.
+        let (gpu_mean, memory_mean) =
+            super::utilization::read_means(ledger, key, d, &mut gpu.utilization_marks);
+        if gpu_mean.is_none() || memory_mean.is_none() {
+            if let Some(u) = ledger
+                .call(key, "utilization_rates", || d.utilization_rates())
+                .ok()
+            {
+                s.utilization = Some(ratio(u.gpu));
+                s.memory_utilization = Some(ratio(u.memory));
+            }
         }
+        s.utilization = gpu_mean.or(s.utilization);
+        s.memory_utilization = memory_mean.or(s.memory_utilization);
     }
     s.encoder_utilization = ledger
         .call(key, "encoder_utilization", || d.encoder_utilization())

@@ -9,6 +9,7 @@ mod events;
 mod ledger;
 mod mig;
 mod process;
+mod utilization;
 mod worker;
 
 use std::path::{Path, PathBuf};
@@ -88,6 +89,7 @@ struct GpuState {
     mig_slices_total: Option<u32>,
     gpm: Option<device::GpmState>,
     process_util: process::UtilizationReader,
+    utilization_marks: utilization::SampleMarks,
     mig: mig::MigCache,
 }
 
@@ -105,6 +107,7 @@ impl GpuState {
             mig_slices_total: None,
             gpm: None,
             process_util: process::UtilizationReader::default(),
+            utilization_marks: utilization::SampleMarks::default(),
             mig: mig::MigCache::default(),
         }
     }
