@@ -111,8 +111,9 @@ impl Spans {
 
     /// Whether a kernel's span can be believed. Measured on the H100 (docs/validation.md, run 4):
     /// when records go off while a CUDA graph's kernels are queued, CUPTI still hands over
-    /// their records, stamped as ending up to 15 ms after the toggle, and kernels run while
-    /// records were off come stamped from before the next toggle on. Counted, those spans
+    /// their records, stamped as ending tens of milliseconds after the toggle (about when
+    /// records came on again), and kernels run while records were off come stamped from
+    /// before the next toggle on. Counted, those spans
     /// made four 15 % graph tenants traced half the time cover 0.57 of their traced
     /// milliseconds, each other's milliseconds overlapping, and the split fell back on solo
     /// estimates. So only a span wholly inside one traced stretch counts. One that crosses
@@ -321,8 +322,8 @@ mod tests {
     fn spans_that_cross_a_toggle_of_records_are_not_believed() {
         // The shape measured on the H100 (a CUDA graph's kernels, records on and off in
         // 20 ms slots): kernels of a replay queued when records went off at 20 ms came
-        // stamped 19.8 ms → 34.8 ms; a kernel run while they were off, 30 ms → 41 ms, after
-        // they came on again at 40 ms.
+        // stamped from just before the toggle to well after it (19.8 ms → 34.8 ms here); a
+        // kernel run while they were off, 30 ms → 41 ms, after they came on again at 40 ms.
         let mut s = Spans::new();
         s.start_at(0, true);
         for k in 0..990 {

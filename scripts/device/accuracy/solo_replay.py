@@ -269,6 +269,25 @@ def main():
             rows[f"{label}:solo"] = per([sum(l[1][k] for k in common) / MS for l in lines])
             rows[f"{label}:split"] = per(split(lines, common))
             rows[f"{label}:remainder"] = per(split_remainder(lines, common))
+        for t in ts:
+            # The shape holding most of the tenant's kernel time: its runs here against alone,
+            # and what the probe's estimator made of it by the end.
+            shapes, kernels, _, _ = data[t["pid"]]
+            by = collections.defaultdict(list)
+            for (i, s0, e0, _, _) in kernels:
+                by[i].append(e0 - s0)
+            top, durs = max(by.items(), key=lambda kv: sum(kv[1]))
+            key = shapes.get(top, ("?", (top,)))
+            est = Current()
+            for d0 in durs:
+                last = est.observe(key, d0, 0)
+            durs.sort()
+            alone_ms = table.get(key)
+            print(f"  pid {t['pid']} ({t['kind']}): top shape {len(durs)} runs, "
+                  f"{durs[0] / 1e6:.3f}–{durs[-1] / 1e6:.3f} ms (median "
+                  f"{durs[len(durs) // 2] / 1e6:.3f}); alone median "
+                  f"{'—' if alone_ms is None else f'{alone_ms / 1e6:.3f}'} ms; current "
+                  f"estimate at the end {est.best[key][0] / 1e6:.3f} ms")
         print("  " + f"{'tenant':16} {'truth':>6} " + " ".join(f"{r:>15}" for r in rows))
         for i, t in enumerate(ts):
             print("  " + f"{t['kind'] + ' ' + str(t.get('util')):16} {t['truth']:6.3f} "

@@ -75,6 +75,24 @@ def main():
                 for a, b in iv:
                     for k in range(max(0, -(-(a - lo) // MS)), min(n, (b - lo) // MS)):
                         tr[k] = True
+                if mode == "all":
+                    # What the records that cross a toggle look like, and how much of the
+                    # untraced milliseconds the records counted cover.
+                    cross, before = [], []
+                    for x in kernels:
+                        i = bisect.bisect_right(ons, x[1]) - 1
+                        if i >= 0 and x[1] < iv[i][1] < x[2]:
+                            cross.append((iv[i][1] - x[1], x[2] - iv[i][1]))
+                        elif i < 0 or x[1] >= iv[i][1]:
+                            before.append(x[2] - x[1])
+                    med = lambda v: sorted(v)[len(v) // 2] / 1e6 if v else float("nan")
+                    untr = [k for k in range(n) if not tr[k]]
+                    print(f"    {os.path.basename(f)}: {len(cross)} records cross a stretch's "
+                          f"end (median {med([c[0] for c in cross]):.2f} ms before it to "
+                          f"{med([c[1] for c in cross]):.2f} ms after); {len(before)} began "
+                          f"untraced (median span {med(before):.2f} ms); counted, spans cover "
+                          f"{sum(cov[k] for k in untr) / MS / max(1, len(untr)):.3f} of the "
+                          f"untraced ms")
                 lines.append(cov)
                 traced.append(tr)
             common = [k for k in range(n) if all(t[k] for t in traced)]
