@@ -228,7 +228,7 @@ def main():
     estimators = [Current, lambda: Quantile(0.5), lambda: TrueSolo(table)]
     for case, ts in sorted(tenants.items()):
         ts = [t for t in ts if t["pid"] in data]
-        if not ts or case.startswith("alone-"):
+        if not ts:
             continue
         # The truth window in the records' clock, by the first tenant's clock pair (the
         # probes share a clock).
@@ -266,6 +266,15 @@ def main():
             per = lambda v: [x / len(common) for x in v]
             if not rows:
                 rows["spans"] = per([sum(l[0][k] for k in common) / MS for l in lines])
+                # Of each tenant's covered common ms: shared with another tenant ("contended"),
+                # and where the tenants' spans add up past the millisecond ("over1").
+                for name, test in (("contended", lambda k, i: any(
+                        l[0][k] > 0 for j, l in enumerate(lines) if j != i)),
+                                   ("over1", lambda k, i: sum(l[0][k] for l in lines) > MS)):
+                    rows[name] = []
+                    for i, l in enumerate(lines):
+                        cov = [k for k in common if l[0][k] > 0]
+                        rows[name].append(sum(1 for k in cov if test(k, i)) / max(1, len(cov)))
             rows[f"{label}:solo"] = per([sum(l[1][k] for k in common) / MS for l in lines])
             rows[f"{label}:split"] = per(split(lines, common))
             rows[f"{label}:remainder"] = per(split_remainder(lines, common))
