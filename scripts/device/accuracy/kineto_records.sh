@@ -7,6 +7,8 @@
 #   PART=1 OUT=$OUT bash kineto_records.sh   # each kind alone, four contended cases, records on
 #   PART=2 OUT=$OUT bash kineto_records.sh   # graph tenants with records toggled in 20 ms slots
 # Each case: tenants start together 12 s on, serve for 10 s; the next case 23 s after.
+# Part 1 as run wrote `R attach 0` / `T 0 0` instead of `B`, and kernel names in its shape
+# lines (docs/data/accuracy-h100-2026-11-26-run4-step1-starts.json is in the records' clock).
 # Writes calib.txt and k.tar.xz.NN (rec.<case>-<i> per tenant, <case>-<i>.json its truth).
 set -u
 cd "$(dirname "$0")"
