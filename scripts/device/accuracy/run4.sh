@@ -6,7 +6,7 @@
 # (the run tool answered `not_carried`). To run it: copy the worktree's `.dev-i21d/` (release
 # builds of this branch after `git merge main`, and scripts/device/accuracy/ as accuracy/)
 # into the checkout the run tool sends, then, from its root, with carry [".dev-i21d"]:
-#   OUT=$OUT bash .dev-i21d/accuracy/run4.sh                    # about 480 s
+#   OUT=$OUT bash .dev-i21d/accuracy/run4.sh   # ~480 s by run 3's case lengths (not run)
 #   python3 scripts/device/accuracy/suite_table.py $OUT/suite.jsonl
 #   python3 scripts/device/accuracy/suite_table.py $OUT/mps/suite.jsonl
 # Writes $OUT/card.txt and, per suite run ($OUT, $OUT/mps), suite.jsonl, calib.txt, raw.tgz.
