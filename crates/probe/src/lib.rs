@@ -17,6 +17,7 @@
 //! CUPTI is loaded at run time, so nothing CUDA is needed to build this crate.
 
 pub mod duty;
+pub mod record_log;
 pub mod solo;
 pub mod spans;
 pub mod wire;
@@ -31,6 +32,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use duty::{slot_traced, Governor, DEFAULT_SLOT_NS};
+use record_log::RecordLog;
 use solo::{KernelShape, SoloDurations};
 use spans::Spans;
 use wire::{Control, ControlReader, Frame, DEFAULT_SOCKET, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL};
@@ -49,6 +51,8 @@ const KERNEL_END_OFFSET: usize = 24;
 const KERNEL_GRID_OFFSET: usize = 52;
 const KERNEL_DYNAMIC_SHARED_OFFSET: usize = 80;
 const KERNEL_NAME_OFFSET: usize = 104;
+/// Kernels of one CUDA graph launch share the launch's correlation id (record log only).
+const KERNEL_CORRELATION_OFFSET: usize = 92;
 /// Large buffers mean few completions: the per-kernel cost stays one record write.
 const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 const BUFFER_ALIGN: usize = 8;
@@ -101,6 +105,9 @@ static SHARED: AtomicBool = AtomicBool::new(false);
 /// Measurement only: where to note when kernel records went on and off, and what each
 /// toggle cost the probe's thread.
 static TRACE_LOG: OnceLock<PathBuf> = OnceLock::new();
+/// Measurement only: every kernel record and its solo estimate (`record_log`), and the file
+/// they go to.
+static RECORD_LOG: OnceLock<(PathBuf, Mutex<RecordLog>)> = OnceLock::new();
 /// Held by the probe's thread across each of its CUPTI calls, so that the exit handler can
 /// wait for one under way before CUDA's own teardown begins.
 static CUPTI_GATE: Mutex<()> = Mutex::new(());
@@ -224,6 +231,9 @@ unsafe extern "C" fn buffer_completed(
                         }
                         let solo_ns = solo.observe(shape, end - start, end);
                         spans.push(start, end, solo_ns);
+                        if let Some(log) = RECORD_LOG.get().and_then(|(_, l)| l.lock().ok()) {
+                            log_record(log, shape, (start, end), solo_ns, base);
+                        }
                     }
                 }
             }
@@ -252,6 +262,65 @@ unsafe extern "C" fn buffer_completed(
             unsafe { std::alloc::dealloc(buf, l) };
         }
     });
+}
+
+/// Logs one kernel record (`record_log`).
+///
+/// # Safety
+/// `base` points at a kernel record at least `KERNEL_NAME_OFFSET + 8` bytes long.
+unsafe fn log_record(
+    mut log: MutexGuard<'_, RecordLog>,
+    shape: KernelShape,
+    span: (u64, u64),
+    solo_ns: u64,
+    base: *const u8,
+) {
+    // SAFETY: the caller's record is long enough; CUPTI keeps kernel names alive for the
+    // process and shares one string among a function's records.
+    let correlation = unsafe {
+        base.add(KERNEL_CORRELATION_OFFSET)
+            .cast::<u32>()
+            .read_unaligned()
+    };
+    let name = || {
+        let p = shape.name as *const std::os::raw::c_char;
+        if p.is_null() {
+            return String::new();
+        }
+        // SAFETY: as above: a NUL-terminated C string or null.
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    log.kernel(shape, name, span, solo_ns, correlation);
+}
+
+/// Writes what the record log gathered since the last call to its file, with the clocks.
+fn drain_record_log() {
+    let Some((path, log)) = RECORD_LOG.get() else {
+        return;
+    };
+    let Ok(mut log) = log.lock() else { return };
+    if let Some(now) = cupti_now() {
+        let unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        log.note(&format!("T {now} {unix}"));
+    }
+    let text = log.take();
+    drop(log);
+    if text.is_empty() {
+        return;
+    }
+    let mut file = path.clone().into_os_string();
+    file.push(format!(".{}", std::process::id()));
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+    {
+        let _ = f.write_all(text.as_bytes());
+    }
 }
 
 fn disable(cupti: &Cupti) {
@@ -330,6 +399,9 @@ fn set_tracing(cupti: &Cupti, on: bool) {
 
 /// One line per toggle in `TESSERA_PROBE_TRACE_LOG`, for `overhead_within.py`.
 fn note_toggle(what: &str, cupti_ns: u64, took: Duration) {
+    if let Some(mut log) = RECORD_LOG.get().and_then(|(_, l)| l.lock().ok()) {
+        log.note(&format!("R {what} {cupti_ns}"));
+    }
     if let Some(path) = TRACE_LOG.get() {
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
@@ -433,6 +505,7 @@ fn reporter(socket: PathBuf, budget: f64) {
         if conn.as_ref().is_some_and(|(p, _)| *p != pid) {
             lost_tessera(&mut conn, &mut control);
         }
+        drain_record_log();
         let records_on = records_wanted();
         let full = conn.is_none() || (records_on && !reported_on);
         let frame = snapshot(full, records_on);
@@ -537,7 +610,8 @@ extern "C" fn stop_at_exit() {
 /// process); `TESSERA_PROBE_TRACE_LOG`: a file noting each toggle of kernel records;
 /// `TESSERA_PROBE_RECORDS=never`: attach CUPTI but never turn kernel records on (the probe
 /// then reports itself off); `TESSERA_PROBE_RECORDS=always`: records on from the start, as
-/// if the device were always shared.
+/// if the device were always shared; `TESSERA_PROBE_RECORD_LOG`: every kernel record and its
+/// solo estimate to that file, `.<pid>` appended (`record_log`).
 /// `TESSERA_PROBE_OVERHEAD`, which ships, is read by `initialize`.
 fn read_tuning() {
     if let Some(n) = std::env::var("TESSERA_PROBE_BUFFER_BYTES")
@@ -565,6 +639,12 @@ fn read_tuning() {
     }
     if let Some(path) = std::env::var_os("TESSERA_PROBE_TRACE_LOG") {
         let _ = TRACE_LOG.set(PathBuf::from(path));
+    }
+    if let Some(path) = std::env::var_os("TESSERA_PROBE_RECORD_LOG") {
+        let _ = RECORD_LOG.set((
+            PathBuf::from(path),
+            Mutex::new(RecordLog::new(record_log::DEFAULT_CAP_BYTES)),
+        ));
     }
     if std::env::var("TESSERA_PROBE_FLUSH").is_ok_and(|v| v == "forced") {
         FLUSH_FLAG.store(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, Ordering::Relaxed);

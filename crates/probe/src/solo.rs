@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 /// What identifies "the same kernel": its function and how it was launched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct KernelShape {
     /// CUPTI's pointer to the function name: stable for one function in one process.
     pub name: u64,

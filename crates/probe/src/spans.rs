@@ -90,12 +90,13 @@ impl Spans {
 
     /// Folds the batch in, sorted by start. A span ending before what earlier batches covered
     /// is skipped: CUPTI can deliver a late buffer with earlier kernels, and skipping may miss
-    /// a little time in a gap but never counts time twice.
+    /// a little time in a gap but never counts time twice. A span not wholly inside one traced
+    /// stretch is not believed (`admit`).
     pub fn flush_batch(&mut self) {
         self.batch.sort_unstable();
         let batch = std::mem::take(&mut self.batch);
         for &(start, end, solo) in &batch {
-            if end <= self.covered_until {
+            if !self.admit(start, end) || end <= self.covered_until {
                 continue;
             }
             let from = start.max(self.covered_until);
@@ -106,6 +107,56 @@ impl Spans {
         self.batch = batch;
         self.batch.clear();
         self.let_go_of_old_buckets();
+    }
+
+    /// Whether a kernel's span can be believed. Measured on the H100 (docs/validation.md, run 4):
+    /// when records go off while a CUDA graph's kernels are queued, CUPTI still hands over
+    /// their records, stamped as ending tens of milliseconds after the toggle (about when
+    /// records came on again), and kernels run while records were off come stamped from
+    /// before the next toggle on. Counted, those spans
+    /// made four 15 % graph tenants traced half the time cover 0.57 of their traced
+    /// milliseconds, each other's milliseconds overlapping, and the split fell back on solo
+    /// estimates. So only a span wholly inside one traced stretch counts. One that crosses
+    /// a stretch's end ends the stretch at its start, and one that began before a stretch
+    /// starts it at its end: what ran there is unknown, and those milliseconds go (again)
+    /// as untraced rather than as idle or busy.
+    fn admit(&mut self, start: u64, end: u64) -> bool {
+        if self.tracing_since.is_some_and(|on| start >= on) {
+            return true;
+        }
+        let i = self.traced.partition_point(|(on, _)| *on <= start);
+        if let Some(&(on, off)) = i.checked_sub(1).and_then(|j| self.traced.get(j)) {
+            if start < off {
+                if end <= off {
+                    return true;
+                }
+                let cut = start.max(on);
+                self.traced[i - 1].1 = cut;
+                self.traced_ns -= off - cut;
+                self.mark_dirty(cut);
+                return false;
+            }
+        }
+        for j in i..self.traced.len() {
+            let (on, off) = self.traced[j];
+            if on >= end {
+                return false;
+            }
+            let cut = end.min(off);
+            self.traced[j].0 = cut;
+            self.traced_ns -= cut - on;
+            self.mark_dirty(on);
+        }
+        if let Some(on) = self.tracing_since.filter(|on| *on < end) {
+            self.tracing_since = Some(end);
+            self.mark_dirty(on);
+        }
+        false
+    }
+
+    fn mark_dirty(&mut self, ns: u64) {
+        let b = ns / BUCKET_NS;
+        self.dirty_from = Some(self.dirty_from.map_or(b, |d| d.min(b)));
     }
 
     fn add_to_timeline(&mut self, from: u64, end: u64, solo_ratio: f64) {
@@ -265,6 +316,56 @@ mod tests {
         s.trace_off(11 * MS);
         s.trace_off(12 * MS);
         assert_eq!(s.traced.back(), Some(&(9 * MS, 11 * MS)));
+    }
+
+    #[test]
+    fn spans_that_cross_a_toggle_of_records_are_not_believed() {
+        // The shape measured on the H100 (a CUDA graph's kernels, records on and off in
+        // 20 ms slots): kernels of a replay queued when records went off at 20 ms came
+        // stamped from just before the toggle to well after it (19.8 ms → 34.8 ms here); a
+        // kernel run while they were off, 30 ms → 41 ms, after they came on again at 40 ms.
+        let mut s = Spans::new();
+        s.start_at(0, true);
+        for k in 0..990 {
+            s.push(k * 20_000, k * 20_000 + 10_000, 10_000); // 10 µs every 20 µs
+        }
+        s.flush_batch();
+        s.trace_off(20 * MS);
+        s.trace_on(40 * MS);
+        s.push(19 * MS + 800_000, 34 * MS + 800_000, 10_000);
+        s.push(30 * MS, 41 * MS, 10_000);
+        s.push(45 * MS, 45 * MS + 10_000, 10_000);
+        s.flush_batch();
+        // Only the kernels that ran inside a traced stretch count.
+        assert_eq!(s.busy_ns, 990 * 10_000 + 10_000);
+        let (first, buckets) = s.take_buckets(true, 50 * MS);
+        assert_eq!(first, 0);
+        let covered: Vec<u16> = buckets.iter().map(|b| b.covered_us).collect();
+        // 0..19 ms traced with their kernels; 19 ms (cut at 19.8) to 41 ms unknown; then traced.
+        assert!(covered[..19].iter().all(|c| *c == 500), "{covered:?}");
+        assert!(
+            covered[19..41].iter().all(|c| *c == UNTRACED),
+            "{covered:?}"
+        );
+        assert_eq!(covered[41..], [0, 0, 0, 0, 10, 0, 0, 0, 0]);
+        assert_eq!(s.traced_total(50 * MS), 19 * MS + 800_000 + 9 * MS);
+    }
+
+    #[test]
+    fn a_cut_resends_milliseconds_already_sent_as_traced() {
+        let mut s = Spans::new();
+        s.start_at(0, true);
+        s.push(MS, MS + 10_000, 10_000);
+        s.flush_batch();
+        s.trace_off(5 * MS);
+        let (_, first) = s.take_buckets(true, 6 * MS);
+        assert_eq!(first[3].covered_us, 0);
+        // A late record of a kernel queued when records went off: 3.5 ms to 9 ms.
+        s.push(3 * MS + MS / 2, 9 * MS, 10_000);
+        s.flush_batch();
+        let (from, again) = s.take_buckets(false, 7 * MS);
+        assert_eq!(from, 3);
+        assert!(again.iter().all(|b| b.covered_us == UNTRACED), "{again:?}");
     }
 
     #[test]

@@ -157,7 +157,7 @@ def run(kind, util, start, dur, out, calib):
             gpu_ms += solo[i]
     truth = gpu_ms / 1000 / dur
     json.dump({"pid": os.getpid(), "kind": kind, "util": util, "truth": truth, "served": served,
-               "late_s": max(0.0, time.time() - end)}, open(out, "w"))
+               "late_s": max(0.0, time.time() - end), "start": start, "dur": dur}, open(out, "w"))
 
 
 if __name__ == "__main__":

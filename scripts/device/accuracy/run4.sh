@@ -1,0 +1,30 @@
+#!/bin/bash
+# Issue 21, run 4 (docs/validation.md, "Run 4"): the suite on branch i21d's build (the probe
+# believes a kernel span only wholly inside one traced stretch) with main's NVML change merged.
+# NOT RUN by the helper: the device machine receives the session's checkout (/work/main), and
+# helpers may not write there, so `.dev-i21d/` in the helper's worktree never reached it
+# (the run tool answered `not_carried`). To run it: copy the worktree's `.dev-i21d/` (release
+# builds of this branch after `git merge main`, and scripts/device/accuracy/ as accuracy/)
+# into the checkout the run tool sends, then, from its root, with carry [".dev-i21d"]:
+#   OUT=$OUT bash .dev-i21d/accuracy/run4.sh   # ~480 s by run 3's case lengths (not run)
+#   python3 scripts/device/accuracy/suite_table.py $OUT/suite.jsonl
+#   python3 scripts/device/accuracy/suite_table.py $OUT/mps/suite.jsonl
+# Writes $OUT/card.txt and, per suite run ($OUT, $OUT/mps), suite.jsonl, calib.txt, raw.tgz.
+# Data: docs/data/accuracy-h100-2026-11-26-run4*.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+DEV=$(dirname "$HERE")
+: "${OUT:?}"
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,compute_mode,mig.mode.current --format=csv > "$OUT/card.txt" 2>&1
+cat "$OUT/card.txt"
+rm -f /tmp/suite-calib.json
+export TESSERA=$DEV/tessera PROBE=$DEV/libtessera_probe.so OUT
+export KINDS="infer-graph matmul micro long xlong" DUR=16 LEAD=12 ALONE_DUR=24
+# Alone (NVML's reading, now every sample since the last read), then the time-sliced cases of
+# run 3 with the held-back ones (ts-3xeager15-long20, ts-graph60-micro10, ts-3xgraph20,
+# ts-graph30-eager30, ts-6mixed-b) and the MPS case whose graph tenant read +9.2.
+CASES="alone-long30 alone-xlong30 alone-graph40 alone-micro20 ts-4xgraph15 ts-micro20-long30 \
+ts-3xeager15-long20 ts-graph60-micro10 ts-3xgraph20 ts-graph30-eager30 ts-6mixed-b" \
+  bash "$HERE/suite.sh"
+OUT=$OUT/mps MPS=1 CASES="mps-graph30-eager20-matmul10" bash "$HERE/suite.sh"
