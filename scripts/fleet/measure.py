@@ -149,9 +149,33 @@ def series(a, figures):
     })
 
 
+def variable_defaults(a, path, end):
+    """What Grafana shows when the dashboard opens: a variable that offers "All" is All
+    (`.*`); one that does not (node-gpu-detail's node) is its first value, sorted."""
+    with open(path, encoding="utf-8") as f:
+        d = json.load(f)
+    values = {}
+    for v in d.get("templating", {}).get("list", []):
+        if v.get("type") != "query" or v.get("includeAll", True):
+            continue
+        q = v.get("query")
+        q = q.get("query") if isinstance(q, dict) else q
+        m = re.match(r"^\s*label_values\((.*),\s*(\w+)\s*\)\s*$", q or "", re.S)
+        if not m:
+            continue
+        sel, label = substitute(m.group(1), values), m.group(2)
+        r = get(a.prom + "/api/v1/query", query=f"group by ({label}) ({sel})", time=end)
+        found = sorted(x["metric"].get(label, "") for x in r.get("data", {}).get("result", []))
+        if found:
+            values[v["name"]] = found[0]
+    return values
+
+
 def dashboards(a, figures, check):
     out = {}
     end = time.time()
+    chosen = {path: variable_defaults(a, path, end) for path in a.dashboards}
+    figures["dashboard_variables"] = {os.path.basename(p): v for p, v in chosen.items() if v}
     for rng, seconds, rate, step in (("1h", 3600, "1m", 15), ("24h", 86400, "5m", 300)):
         times = []
         for path in a.dashboards:
@@ -169,7 +193,7 @@ def dashboards(a, figures, check):
                              ("${__rate_interval}", rate), ("$__rate_interval", rate),
                              ("${__interval}", f"{step}s"), ("$__interval", f"{step}s")):
                     expr = expr.replace(k, v)
-                expr = substitute(expr)
+                expr = substitute(expr, chosen[path])
                 t0 = time.perf_counter()
                 if instant.get(raw, True):
                     r = get(a.prom + "/api/v1/query", query=expr, time=end)
