@@ -30,9 +30,11 @@ if ! python3 -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; the
 fi
 # ---
 # --- fleet at scale (issue 22): VictoriaMetrics, vmagent and vmalert beside Prometheus
-if ! command -v victoria-metrics >/dev/null || ! command -v vmagent >/dev/null || ! command -v vmalert >/dev/null; then
+# (xz unpacks the replayed fleet's captures, docs/data/fleet-captures-16.tar.xz.)
+if ! command -v victoria-metrics >/dev/null || ! command -v vmagent >/dev/null || ! command -v vmalert >/dev/null \
+  || ! command -v xz >/dev/null; then
   $sudo_cmd apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q victoria-metrics
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q victoria-metrics xz-utils
 fi
 # Debian's victoria-metrics starts a system service; scripts/fleet.sh runs its own.
 $sudo_cmd systemctl stop victoria-metrics 2>/dev/null || true

@@ -1,11 +1,10 @@
 #!/bin/bash
 # Issue 21, run 4 (docs/validation.md, "Run 4"): the suite on branch i21d's build (the probe
 # believes a kernel span only wholly inside one traced stretch) with main's NVML change merged.
-# NOT RUN by the helper: the device machine receives the session's checkout (/work/main), and
-# helpers may not write there, so `.dev-i21d/` in the helper's worktree never reached it
-# (the run tool answered `not_carried`). To run it: copy the worktree's `.dev-i21d/` (release
-# builds of this branch after `git merge main`, and scripts/device/accuracy/ as accuracy/)
-# into the checkout the run tool sends, then, from its root, with carry [".dev-i21d"]:
+# The whole set has not run: five of its cases ran on the H100 (docs/validation.md, run 4,
+# "Validation on the H100", with that call's exact command). To run it, put release builds of
+# tessera and the probe, and scripts/device/accuracy/ as accuracy/, in a git-ignored `.dev-i21d/`
+# of the checkout the device receives; then, from its root, with carry [".dev-i21d"]:
 #   OUT=$OUT bash .dev-i21d/accuracy/run4.sh   # ~480 s by run 3's case lengths (not run)
 #   python3 scripts/device/accuracy/suite_table.py $OUT/suite.jsonl
 #   python3 scripts/device/accuracy/suite_table.py $OUT/mps/suite.jsonl
