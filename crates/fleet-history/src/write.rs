@@ -105,6 +105,29 @@ fn slots_within(clock: Clock, n: u64, from: u64, to: u64) -> Range<u64> {
     first(from)..first(to)
 }
 
+/// Calls `each` for every series of nodes `nodes`, in node then series order, with the node,
+/// the series's index, its labels as the history holds them (target labels added) and the
+/// node's slots within `[from, to)` seconds.
+fn each_series(
+    fleet: &Fleet,
+    nodes: Range<u64>,
+    (from, to): (u64, u64),
+    clock: Clock,
+    job: &str,
+    mut each: impl FnMut(u64, usize, &SeriesDef, &[(&str, &str)], Range<u64>) -> io::Result<()>,
+) -> io::Result<()> {
+    for n in nodes {
+        let t = fleet.template(n);
+        let node = node_name(n);
+        let target = target_labels(n, job);
+        let slots = slots_within(clock, n, from, to);
+        for (s, def) in t.series.iter().enumerate() {
+            each(n, s, def, &labels(def, &node, Some(&target)), slots.clone())?;
+        }
+    }
+    Ok(())
+}
+
 /// Nodes `nodes` with samples in `[from, to)` seconds, series by series, each series's
 /// samples in time order (what the backfill needs). Returns the samples written. The caller
 /// ends the file with `# EOF`.
@@ -112,19 +135,20 @@ pub fn openmetrics(
     w: &mut impl Write,
     fleet: &Fleet,
     nodes: Range<u64>,
-    (from, to): (u64, u64),
+    window: (u64, u64),
     clock: Clock,
     job: &str,
 ) -> io::Result<u64> {
     let mut written = 0;
-    for n in nodes {
-        let t = fleet.template(n);
-        let node = node_name(n);
-        let target = target_labels(n, job);
-        let slots = slots_within(clock, n, from, to);
-        for (s, def) in t.series.iter().enumerate() {
-            let head = series_text(def, &labels(def, &node, Some(&target)));
-            for p in slots.clone() {
+    each_series(
+        fleet,
+        nodes,
+        window,
+        clock,
+        job,
+        |n, s, def, pairs, slots| {
+            let head = series_text(def, pairs);
+            for p in slots {
                 if let Some(v) = fleet.value(n, s, p) {
                     w.write_all(head.as_bytes())?;
                     w.write_all(b" ")?;
@@ -134,8 +158,9 @@ pub fn openmetrics(
                     written += 1;
                 }
             }
-        }
-    }
+            Ok(())
+        },
+    )?;
     Ok(written)
 }
 
@@ -145,33 +170,34 @@ pub fn victoriametrics(
     w: &mut impl Write,
     fleet: &Fleet,
     nodes: Range<u64>,
-    (from, to): (u64, u64),
+    window: (u64, u64),
     clock: Clock,
     job: &str,
 ) -> io::Result<u64> {
     let mut written = 0;
     let mut values = Vec::new();
     let mut stamps = Vec::new();
-    for n in nodes {
-        let t = fleet.template(n);
-        let node = node_name(n);
-        let target = target_labels(n, job);
-        let slots = slots_within(clock, n, from, to);
-        for (s, def) in t.series.iter().enumerate() {
+    each_series(
+        fleet,
+        nodes,
+        window,
+        clock,
+        job,
+        |n, s, def, pairs, slots| {
             values.clear();
             stamps.clear();
-            for p in slots.clone() {
+            for p in slots {
                 if let Some(v) = fleet.value(n, s, p).filter(|v| v.is_finite()) {
                     values.push(v);
                     stamps.push(clock.millis(n, p));
                 }
             }
             if values.is_empty() {
-                continue;
+                return Ok(());
             }
             // Exposition escapes (\\ \" \n) are JSON escapes too, so values go in as they are.
             write!(w, "{{\"metric\":{{\"__name__\":\"{}\"", def.name)?;
-            for (k, v) in labels(def, &node, Some(&target)) {
+            for (k, v) in pairs {
                 write!(w, ",\"{k}\":\"{v}\"")?;
             }
             w.write_all(b"},\"values\":[")?;
@@ -190,8 +216,9 @@ pub fn victoriametrics(
             }
             w.write_all(b"]}\n")?;
             written += values.len() as u64;
-        }
-    }
+            Ok(())
+        },
+    )?;
     Ok(written)
 }
 

@@ -69,7 +69,7 @@ fn read_one(
     let points: Vec<(u64, f64)> = samples.iter().filter_map(percent).collect();
     let (mean, newest) = mean_since(*mark, &points)?;
     *mark = Some(newest);
-    mean.map(|m| (m / 100.0).clamp(0.0, 1.0))
+    Some((mean / 100.0).clamp(0.0, 1.0))
 }
 
 fn percent(s: &Sample) -> Option<(u64, f64)> {
@@ -87,10 +87,10 @@ fn percent(s: &Sample) -> Option<(u64, f64)> {
 /// first read after start has no mark: the driver's whole buffer (14 s) is older than the
 /// interval asked about, so only the newest sample counts, as the snapshot did. A first
 /// sample long after the mark (the driver dropped older ones) weighs one usual period.
-fn mean_since(mark: Option<u64>, points: &[(u64, f64)]) -> Option<(Option<f64>, u64)> {
+fn mean_since(mark: Option<u64>, points: &[(u64, f64)]) -> Option<(f64, u64)> {
     let newest = points.iter().map(|p| p.0).max()?;
     let Some(mark) = mark else {
-        let last = points.iter().find(|p| p.0 == newest).map(|p| p.1);
+        let last = points.iter().find(|p| p.0 == newest)?.1;
         return Some((last, newest));
     };
     let mut fresh: Vec<(u64, f64)> = points.iter().copied().filter(|p| p.0 > mark).collect();
@@ -114,7 +114,7 @@ fn mean_since(mark: Option<u64>, points: &[(u64, f64)]) -> Option<(Option<f64>, 
     } else {
         fresh.iter().map(|p| p.1).sum::<f64>() / fresh.len() as f64
     };
-    Some((Some(mean), newest))
+    Some((mean, newest))
 }
 
 #[cfg(test)]
@@ -138,7 +138,7 @@ mod tests {
         let points = every_200ms(1_000 * MS, &[0.0, 18.0, 0.0, 0.0, 19.0]);
         let (mean, newest) = mean_since(Some(1_000 * MS), &points).unwrap();
         assert_eq!(newest, 2_000 * MS);
-        assert!((mean.unwrap() - 7.4).abs() < 1e-9, "{mean:?}");
+        assert!((mean - 7.4).abs() < 1e-9, "{mean}");
     }
 
     #[test]
@@ -146,13 +146,13 @@ mod tests {
         let mut points = every_200ms(0, &[100.0, 100.0, 100.0]);
         points.extend(every_200ms(600 * MS, &[0.0, 0.0]));
         let (mean, _) = mean_since(Some(600 * MS), &points).unwrap();
-        assert_eq!(mean, Some(0.0));
+        assert_eq!(mean, 0.0);
     }
 
     #[test]
     fn the_first_read_takes_the_newest_sample_only() {
         let points = every_200ms(0, &[90.0, 90.0, 90.0, 10.0]);
-        assert_eq!(mean_since(None, &points), Some((Some(10.0), 800 * MS)));
+        assert_eq!(mean_since(None, &points), Some((10.0, 800 * MS)));
     }
 
     #[test]
@@ -160,7 +160,7 @@ mod tests {
         // The sampler stalled 10 s; the driver kept only the last three samples.
         let points = every_200ms(10_000 * MS, &[100.0, 0.0, 0.0]);
         let (mean, _) = mean_since(Some(0), &points).unwrap();
-        assert!((mean.unwrap() - 100.0 / 3.0).abs() < 1e-9, "{mean:?}");
+        assert!((mean - 100.0 / 3.0).abs() < 1e-9, "{mean}");
     }
 
     #[test]
@@ -168,7 +168,7 @@ mod tests {
         let points = vec![(300 * MS, 100.0), (400 * MS, 0.0)];
         let (mean, _) = mean_since(Some(0), &points).unwrap();
         // 300 ms at 100 %, weighed as the usual 100 ms period, then 100 ms at 0 %.
-        assert_eq!(mean, Some(50.0));
+        assert_eq!(mean, 50.0);
     }
 
     #[test]
