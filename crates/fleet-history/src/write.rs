@@ -19,8 +19,16 @@ impl Clock {
     /// interval, as Prometheus spreads its targets' scrapes: samples of every node on the same
     /// whole second would all sit on a window's edge together whenever a query's instant is
     /// a multiple of the interval, where engines differ in whether the edge is inside.
+    /// No offset is a whole second: the fleet test compares the engines at whole-second
+    /// instants, and node 0 with no offset put a sample on a `[5m]` window's left edge
+    /// whenever that instant was a multiple of the interval (one run in fifteen failed).
     pub fn millis(&self, n: u64, p: u64) -> u64 {
         let offset = n.wrapping_mul(2_654_435_761) % (self.interval * 1000);
+        let offset = if offset % 1000 == 0 {
+            offset + 1
+        } else {
+            offset
+        };
         (self.origin + p * self.interval) * 1000 + offset
     }
 }
@@ -297,8 +305,17 @@ mod tests {
             .to_string();
         assert_eq!(
             first,
-            r#"{"metric":{"__name__":"c_total","node":"fleet-0-gpu-00000","q":"a\"b","cluster":"fleet-0","instance":"fleet-0-gpu-00000","job":"tessera"},"values":[5,7,9],"timestamps":[1000000,1015000,1030000]}"#
+            r#"{"metric":{"__name__":"c_total","node":"fleet-0-gpu-00000","q":"a\"b","cluster":"fleet-0","instance":"fleet-0-gpu-00000","job":"tessera"},"values":[5,7,9],"timestamps":[1000001,1015001,1030001]}"#
         );
+    }
+
+    #[test]
+    fn no_sample_sits_on_a_whole_second() {
+        let clock = Clock {
+            origin: 1000,
+            interval: 15,
+        };
+        assert!((0..100_000).all(|n| clock.millis(n, 3) % 1000 != 0));
     }
 
     #[test]
