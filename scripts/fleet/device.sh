@@ -30,7 +30,7 @@ for r in "$@"; do
   t0=$SECONDS
   PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay docs/data/fleet-captures-16.tar.xz \
     --nodes "$nodes" --history-hours "$hours" --seconds "$live" --summary-days "$days" \
-    --scrape 15 --eval 15 --out "$out/$name.json" --keep "/tmp/fleet-logs/$name" >"$out/$name.log" 2>&1
+    --scrape 15 --eval "${FLEET_EVAL:-15}" --out "$out/$name.json" --keep "/tmp/fleet-logs/$name" >"$out/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$out/host.txt"
   tail -n 3 "$out/$name.log"
   tar czf "$out/logs.tgz" -C /tmp fleet-logs 2>/dev/null

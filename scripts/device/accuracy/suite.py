@@ -1,6 +1,9 @@
 """Realistic GPU tenants with a known truth, for tessera's per-process accuracy (issue 21).
   suite.py calibrate CALIB.json                       each kind alone: solo GPU ms per request
   suite.py run KIND UTIL START DUR OUT.json CALIB.json one tenant, Poisson arrivals
+  suite.py kernels OUT.json                           each kind alone: per request, the event
+                                                      span (as calibrate) and the time its kernels
+                                                      ran (union of CUPTI's kernel records)
 Kinds (requests draw sizes at random; every request ends with a sync, as a service returns):
   infer-graph  transformer encoder (6 layers, d 768, bf16), 4 request sizes, replayed as CUDA graphs
   infer-eager  the same model, run eagerly (launch-bound on small requests); its truth counts
@@ -124,6 +127,52 @@ def calibrate(out):
     json.dump(res, open(out, "w"))
 
 
+def kernel_union_ms(trace):
+    """Milliseconds during which at least one kernel of the exported profiler trace ran."""
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace["traceEvents"]
+                   if e.get("cat") == "kernel")
+    busy, end = 0.0, -math.inf
+    for a, b in spans:
+        if b <= end:
+            continue
+        busy += b - max(a, end)
+        end = b
+    return busy / 1000
+
+
+def kernels(out):
+    """GPU busy as NVML defines it (some kernel running), per request, beside the event span
+    calibrate() measures: the event span also holds the gaps between a request's kernels."""
+    from torch.profiler import profile, ProfilerActivity
+    res = {}
+    for kind in os.environ.get("KINDS", "infer-graph infer-eager matmul micro long xlong").split():
+        w = Kind(kind)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        rows = []
+        for i in w.sizes:
+            for _ in range(5): w.serve(i)
+            torch.cuda.synchronize()
+            # Events and records of the same requests: a long matmul's clocks drift between two
+            # separate loops more than the gaps this compares.
+            n, spans = 40, []
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(n):
+                    s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
+                    spans.append(s.elapsed_time(e))
+            path = f"/tmp/kernels-{kind}-{i}.json"
+            prof.export_chrome_trace(path)
+            trace = json.load(open(path))
+            os.remove(path)
+            kernel_ms = kernel_union_ms(trace)
+            rows.append({"event_ms": sum(spans) / n, "kernel_ms": kernel_ms / n,
+                         "kernel_over_event": kernel_ms / sum(spans)})
+        res[kind] = rows
+        print(kind, [(round(r["event_ms"], 3), round(r["kernel_ms"], 3), round(r["kernel_over_event"], 3)) for r in rows], flush=True)
+        del w
+        torch.cuda.empty_cache()
+    json.dump(res, open(out, "w"))
+
+
 def run(kind, util, start, dur, out, calib):
     if kind == "holder":
         hold = torch.empty(4 << 30, dtype=torch.uint8, device=DEV)
@@ -163,5 +212,7 @@ def run(kind, util, start, dur, out, calib):
 if __name__ == "__main__":
     if sys.argv[1] == "calibrate":
         calibrate(sys.argv[2])
+    elif sys.argv[1] == "kernels":
+        kernels(sys.argv[2])
     else:
         run(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6], sys.argv[7])
