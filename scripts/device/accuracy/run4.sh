@@ -1,11 +1,11 @@
 #!/bin/bash
 # Issue 21, run 4 (docs/validation.md, "Run 4"): the suite on branch i21d's build (the probe
 # believes a kernel span only wholly inside one traced stretch) with main's NVML change merged.
-# The whole set has not run: five of its cases ran on the H100 (docs/validation.md, run 4,
-# "Validation on the H100", with that call's exact command). To run it, put release builds of
+# Its cases ran on the H100 in two calls, each with its exact command in docs/validation.md
+# (run 4, "Validation on the H100", and "Run 4, the rest of its cases"). To run it, put release builds of
 # tessera and the probe, and scripts/device/accuracy/ as accuracy/, in a git-ignored `.dev-i21d/`
 # of the checkout the device receives; then, from its root, with carry [".dev-i21d"]:
-#   OUT=$OUT bash .dev-i21d/accuracy/run4.sh   # ~480 s by run 3's case lengths (not run)
+#   OUT=$OUT bash .dev-i21d/accuracy/run4.sh   # ~470 s (the two calls: 171 s and 255 s)
 #   python3 scripts/device/accuracy/suite_table.py $OUT/suite.jsonl
 #   python3 scripts/device/accuracy/suite_table.py $OUT/mps/suite.jsonl
 # Writes $OUT/card.txt and, per suite run ($OUT, $OUT/mps), suite.jsonl, calib.txt, raw.tgz.
@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,compute_mode,mig.mode.current --forma
 cat "$OUT/card.txt"
 rm -f /tmp/suite-calib.json
 export TESSERA=$DEV/tessera PROBE=$DEV/libtessera_probe.so OUT
-export KINDS="infer-graph matmul micro long xlong" DUR=16 LEAD=12 ALONE_DUR=24
+export KINDS="infer-graph infer-eager matmul micro long xlong" DUR=16 LEAD=12 ALONE_DUR=24
 # Alone (NVML's reading, now every sample since the last read), then the time-sliced cases of
 # run 3 with the held-back ones (ts-3xeager15-long20, ts-graph60-micro10, ts-3xgraph20,
 # ts-graph30-eager30, ts-6mixed-b) and the MPS case whose graph tenant read +9.2.
