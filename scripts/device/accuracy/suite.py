@@ -104,27 +104,36 @@ class Kind:
             self.host.copy_(torch.randn(32, 256, 512, dtype=torch.bfloat16))
 
 
-def calibrate(out):
+def per_kind(out, default_kinds, measure, show):
+    """Each kind alone, warmed up per request size: measure(w, i, start_event, end_event) gives
+    one size's row; the rows go to OUT as {kind: [row per size]}."""
     res = {}
-    for kind in os.environ.get("KINDS", "infer-graph infer-eager train matmul micro long xlong").split():
+    for kind in os.environ.get("KINDS", default_kinds).split():
         w = Kind(kind)
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ms = []
+        rows = []
         for i in w.sizes:
             for _ in range(5): w.serve(i)
             torch.cuda.synchronize()
-            t = []
-            for _ in range(40):
-                w.gap()
-                s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
-                t.append(s.elapsed_time(e))
-            t.sort()
-            ms.append(t[len(t) // 2])
-        res[kind] = ms
-        print(kind, [round(x, 3) for x in ms], flush=True)
+            rows.append(measure(w, i, s, e))
+        res[kind] = rows
+        print(kind, [show(r) for r in rows], flush=True)
         del w
         torch.cuda.empty_cache()
     json.dump(res, open(out, "w"))
+
+
+def calibrate(out):
+    def median_request_ms(w, i, s, e):
+        t = []
+        for _ in range(40):
+            w.gap()
+            s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
+            t.append(s.elapsed_time(e))
+        t.sort()
+        return t[len(t) // 2]
+    per_kind(out, "infer-graph infer-eager train matmul micro long xlong", median_request_ms,
+             lambda ms: round(ms, 3))
 
 
 def kernel_union_ms(trace):
@@ -144,33 +153,24 @@ def kernels(out):
     """GPU busy as NVML defines it (some kernel running), per request, beside the event span
     calibrate() measures: the event span also holds the gaps between a request's kernels."""
     from torch.profiler import profile, ProfilerActivity
-    res = {}
-    for kind in os.environ.get("KINDS", "infer-graph infer-eager matmul micro long xlong").split():
-        w = Kind(kind)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        rows = []
-        for i in w.sizes:
-            for _ in range(5): w.serve(i)
-            torch.cuda.synchronize()
-            # Events and records of the same requests: a long matmul's clocks drift between two
-            # separate loops more than the gaps this compares.
-            n, spans = 40, []
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(n):
-                    s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
-                    spans.append(s.elapsed_time(e))
-            path = f"/tmp/kernels-{kind}-{i}.json"
-            prof.export_chrome_trace(path)
-            trace = json.load(open(path))
-            os.remove(path)
-            kernel_ms = kernel_union_ms(trace)
-            rows.append({"event_ms": sum(spans) / n, "kernel_ms": kernel_ms / n,
-                         "kernel_over_event": kernel_ms / sum(spans)})
-        res[kind] = rows
-        print(kind, [(round(r["event_ms"], 3), round(r["kernel_ms"], 3), round(r["kernel_over_event"], 3)) for r in rows], flush=True)
-        del w
-        torch.cuda.empty_cache()
-    json.dump(res, open(out, "w"))
+
+    def kernel_and_event_ms(w, i, s, e):
+        # Events and records of the same requests: a long matmul's clocks drift between two
+        # separate loops more than the gaps this compares.
+        n, spans = 40, []
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
+                spans.append(s.elapsed_time(e))
+        path = f"/tmp/kernels-{w.kind}-{i}.json"
+        prof.export_chrome_trace(path)
+        trace = json.load(open(path))
+        os.remove(path)
+        kernel_ms = kernel_union_ms(trace)
+        return {"event_ms": sum(spans) / n, "kernel_ms": kernel_ms / n,
+                "kernel_over_event": kernel_ms / sum(spans)}
+    per_kind(out, "infer-graph infer-eager matmul micro long xlong", kernel_and_event_ms,
+             lambda r: (round(r["event_ms"], 3), round(r["kernel_ms"], 3), round(r["kernel_over_event"], 3)))
 
 
 def run(kind, util, start, dur, out, calib):
