@@ -12,18 +12,17 @@ fleet whose blocks need none). At 4,000 GPUs the steady state itself takes more 
 minute: nothing counts as settled before --min. Prints one line an interval: seconds
 waited, the last interval's cores, compactions seen; exits 1 if --max passed first."""
 import argparse
-import re
 import sys
 import time
-import urllib.request
+
+from measure import metric_lines, text
 
 
 def sample(url):
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
-        body = r.read().decode()
+    body = text(url + "/metrics")
     def value(name):
-        m = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", body, re.M)
-        return float(m.group(1)) if m else 0.0
+        lines = metric_lines(body, name)
+        return lines[0][1] if lines else 0.0
     return time.time(), value("process_cpu_seconds_total"), value("prometheus_tsdb_compactions_total")
 
 
