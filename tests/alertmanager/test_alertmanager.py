@@ -15,7 +15,8 @@ receivers' URLs (pointed at the webhook receiver in this script) and the groupin
   gpu-a/2  NVML lost, MIG slices unpartitioned   -> pager; MIG info inhibited
   gpu-a/3  idle allocation in team-b             -> gpu-tenants
   gpu-a/4  MIG slices unpartitioned (healthy)    -> gpu-reports (the control for gpu-a/2)
-  gpu-b    exporter down; an idle allocation     -> gpu-platform; idle inhibited
+  gpu-b    exporter down; an idle allocation     -> gpu-platform; idle inhibited (the allocation
+           served once Alertmanager holds the exporter-down alert, the order `for:` gives deployed)
 
 Checks which receiver got which alert (namespace, pod, container, severity and
 runbook_url intact), that notifications are grouped per GPU, and that the inhibited
@@ -61,7 +62,7 @@ def allocation(node, index, ns, pod):
     ]
 
 
-def exposition():
+def exposition(gpu_b_allocated=True):
     lines = []
     for node, n in (("gpu-a", 5), ("gpu-b", 1)):
         for i in range(n):
@@ -70,7 +71,8 @@ def exposition():
     lines += allocation("gpu-a", 0, "ml-research", "trainer-0")
     lines += allocation("gpu-a", 1, "ml-research", "eval-2")
     lines += allocation("gpu-a", 3, "team-b", "notebook-1")
-    lines += allocation("gpu-b", 0, "team-b", "batch-7")
+    if gpu_b_allocated:
+        lines += allocation("gpu-b", 0, "team-b", "batch-7")
     lines.append(f'gpu_xid_errors_total{{{gpu("gpu-a", 1)},xid="79"}} 1')
     lines.append(f'gpu_xid_errors_total{{{gpu("gpu-a", 1)},xid="94"}} 2')
     for i in (2, 4):
@@ -163,10 +165,15 @@ def run(a, c, tmp, procs):
                 c.check(not missing, f"exporter-down inhibition covers every waste/overload alert"
                         + (f" (missing {missing})" if missing else f" ({len(data_alerts)})"))
 
-    body = exposition()
+    # Deployed, TesseraExporterDown (for: 5m) is active long before an idle alert (for: 1h) of
+    # the same node; with every for: at 0s, gpu-b's idle allocation could reach Alertmanager
+    # first and be sent before its inhibitor existed (seen once in CI). So gpu-b's allocation
+    # is served only once Alertmanager holds TesseraExporterDown, as it would in a cluster.
+    exporter_down = threading.Event()
 
     class Exposition(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
+            body = exposition(gpu_b_allocated=exporter_down.is_set())
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.end_headers()
@@ -221,6 +228,18 @@ def run(a, c, tmp, procs):
     if not ok:
         print(open(am_log.name).read()[-2000:])
         return
+
+    def watch_exporter_down():
+        while not exporter_down.is_set():
+            try:
+                alerts = http_json(f"http://127.0.0.1:{am_port}/api/v2/alerts")
+                if any(al["labels"].get("alertname") == "TesseraExporterDown" for al in alerts):
+                    exporter_down.set()
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.25)
+
+    threading.Thread(target=watch_exporter_down, daemon=True).start()
 
     rules_dir = os.path.join(tmp, "rules")
     rule_files = [os.path.join(a.root, "alerts", n) for n in ("tessera-recording.yaml", "tessera-alerts.yaml")]
