@@ -7,9 +7,17 @@ scripts/install-test-deps.sh
 # Logs of this run; kept (and named at the end) so a failure can be read afterwards.
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/tessera-test.XXXXXX")
 echo "== logs in $LOGS"
+df -h . | tail -1
 echo "== cargo fmt"; cargo fmt --all -- --check
 echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"; cargo test --workspace 2>&1 | tee "$LOGS/cargo-test.log"
+# Nothing below uses the debug build. Where the disk is short (a CI machine filled up here once,
+# at this very step), it is let go before the release build needs the room.
+free_kib=$(df -Pk target | awk 'NR == 2 { print $4 }')
+if (( free_kib < 8 * 1024 * 1024 )); then
+  echo "== $((free_kib / 1024)) MiB free: removing target/debug before the release build"
+  rm -rf target/debug
+fi
 echo "== release build for the Prometheus tests"; cargo build --release -p tessera
 echo "== rules, dashboards and manifests against a real Prometheus"
 TESSERA_BIN=target/release/tessera scripts/test-prometheus.sh

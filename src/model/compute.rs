@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::timeslice::{time_sliced_shares, ProbeStages};
+use super::timeslice::{outlasting_why, time_sliced_shares, ProbeStages};
 use super::{ProcessKind, ProcessSample};
 
 /// Below this share of device time a process or container counts as idle for that sample.
@@ -333,7 +333,19 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             }
             None => probed,
         };
-        let sum: f64 = probed.iter().map(|(_, b)| b).sum();
+        // Kernels that outlast time slices: their spans hold others' slices and the switches
+        // between them, which no record measures. Their shares are withheld, and the cap
+        // below weighs only the shares that are published.
+        let outlasting: Vec<u32> = out
+            .probe_stages
+            .iter()
+            .filter_map(|(pid, s)| s.outlasts_slices().then_some(*pid))
+            .collect();
+        let sum: f64 = probed
+            .iter()
+            .filter(|(pid, _)| !outlasting.contains(pid))
+            .map(|(_, b)| b)
+            .sum();
         // Under time-slicing without timelines, a kernel's span includes other tenants'
         // slices: scale the spans to the busy time the device measured. With timelines the
         // split is already per instant; the device's figure only caps it. Under MPS spans
@@ -347,7 +359,8 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         };
         for (pid, b) in probed {
             // No kernel record is not yet no kernel: one running through the window has none.
-            let v = Some((b * scale).clamp(0.0, 1.0)).filter(|_| !unexplained.contains(&pid));
+            let v = Some((b * scale).clamp(0.0, 1.0))
+                .filter(|_| !unexplained.contains(&pid) && !outlasting.contains(&pid));
             shares.insert(
                 pid,
                 ProcessShare {
@@ -370,6 +383,9 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             ),
             (false, false) => "CUDA probe kernel busy time".into(),
         };
+        if let Some(why) = outlasting_why(&out.probe_stages) {
+            out.why = format!("{}; {why}", out.why);
+        }
         // A probe in a launch-bound process traces in duty cycles: its figure is a sample.
         let traced = candidates
             .iter()

@@ -177,9 +177,11 @@ fn probe_spans_are_scaled_under_time_slicing_but_not_under_mps() {
     assert_eq!(s.probe_scale, Some(1.0));
 }
 
-/// Two time-sliced tenants that both start a burst every 50 ms: `a_ms` and `b_ms` of work.
-/// While both have work, each progresses at `(1 - overhead) / 2` of the GPU; then the one left
-/// runs alone. Returns each one's timeline over `periods` periods, solo shares included.
+/// Two time-sliced tenants of short kernels that both start a burst every 50 ms: `a_ms` and
+/// `b_ms` of work. While both have work, each runs `(1 - overhead) / 2` of every millisecond in
+/// its own slices (a short kernel starts and ends inside its slice, so its span is its own
+/// time) and the rest goes to switching; then the one left runs alone. Returns each one's
+/// timeline over `periods` periods.
 fn time_sliced_pair(a_ms: f64, b_ms: f64, overhead: f64, periods: usize) -> [ProbeTimeline; 2] {
     let rate = (1.0 - overhead) / 2.0;
     // The lighter tenant finishes while contended; the other then runs alone.
@@ -192,14 +194,14 @@ fn time_sliced_pair(a_ms: f64, b_ms: f64, overhead: f64, periods: usize) -> [Pro
             let t = ms as f64;
             let both = (contended - t).clamp(0.0, 1.0);
             let alone = (contended + heavy_alone - t).clamp(0.0, 1.0) - both;
-            heavy.covered.push(both + alone);
-            heavy.solo.push(both * rate + alone);
-            light.covered.push(both);
-            light.solo.push(both * rate);
+            heavy.covered.push(both * rate + alone);
+            light.covered.push(both * rate);
             heavy.traced.push(true);
             light.traced.push(true);
         }
     }
+    heavy.solo = heavy.covered.clone();
+    light.solo = light.covered.clone();
     if a_ms >= b_ms {
         [heavy, light]
     } else {
@@ -207,21 +209,19 @@ fn time_sliced_pair(a_ms: f64, b_ms: f64, overhead: f64, periods: usize) -> [Pro
     }
 }
 
+fn spans(t: &ProbeTimeline) -> f64 {
+    t.covered.iter().sum::<f64>() / t.covered.len() as f64
+}
+
 #[test]
 fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
-    // 60 % + 20 % with 20 % of contended time lost to switching: spans 0.90 / 0.50, device
-    // busy 0.90. Scaling totals reads 0.58 / 0.32; the timelines read the truth.
+    // 60 % + 20 % of short kernels with 20 % of contended time lost to switching: spans are
+    // each tenant's own time. The device reads 0.90 busy, switching included; the timelines
+    // keep each one's own and give the switching to nobody.
     let [a, b] = time_sliced_pair(30.0, 10.0, 0.2, 10);
-    let spans = |t: &ProbeTimeline| t.covered.iter().sum::<f64>() / t.covered.len() as f64;
-    assert!((spans(&a) - 0.9).abs() < 1e-9 && (spans(&b) - 0.5).abs() < 1e-9);
+    assert!((spans(&a) - 0.6).abs() < 1e-9 && (spans(&b) - 0.2).abs() < 1e-9);
     let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];
     let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, spans(&a)), (2, spans(&b))]);
-    let without = run(&procs, Some(0.90), false, &act);
-    let old = without.share_of(2).share.unwrap();
-    assert!(
-        (old - 0.32).abs() < 0.01,
-        "totals alone inflate the light tenant: {old}"
-    );
     act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
     let s = run(&procs, Some(0.90), false, &act);
     assert_eq!(s.method, SplitMethod::Probe);
@@ -231,6 +231,7 @@ fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
         "{x} {y}"
     );
     assert!(s.why.contains("timelines"), "{}", s.why);
+    assert!(s.probe_stages.values().all(|st| !st.outlasts_slices()));
     // 40 % + 40 %: the device reads 100 % busy, the work is 80 %.
     let [c, d] = time_sliced_pair(20.0, 20.0, 0.2, 10);
     act = activity(&[(1, 0.5), (2, 0.2)], &[(1, spans(&c)), (2, spans(&d))]);
@@ -269,7 +270,7 @@ fn throttled_timelines_are_split_over_the_milliseconds_every_tenant_traced() {
     }
     let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];
     // The spans over the window: the heavy one's traced time is a sample of the same mix.
-    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.9), (2, 0.5)]);
+    let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.6), (2, 0.2)]);
     act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
     let s = run(&procs, Some(0.90), false, &act);
     let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
@@ -302,29 +303,57 @@ fn throttled_timelines_are_split_over_the_milliseconds_every_tenant_traced() {
 }
 
 #[test]
-fn a_short_kernel_tenant_keeps_its_slices_beside_a_stretched_long_one() {
+fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept() {
     // Short kernels start only in their own slices, so their spans are their own time (half
-    // of each contended millisecond); the long kernel's span covers the whole millisecond,
-    // half of it stretched. An even split of spans would give the short one a third.
+    // of each contended millisecond). The long kernel's span covers the whole millisecond with
+    // the short one's slices and the switches inside it: its solo estimate (0.47) is only as
+    // good as a run it never had alone (on the H100 such a tenant read +4 to +9 points).
     let n = 100;
     let short = ProbeTimeline {
         covered: vec![0.5; n],
         solo: vec![0.5; n],
         traced: vec![true; n],
     };
-    let long = ProbeTimeline {
+    let mut long = ProbeTimeline {
         covered: vec![1.0; n],
         solo: vec![0.47; n],
         traced: vec![true; n],
     };
     let procs = [proc(1, Some(0.9)), proc(2, Some(0.1))];
     let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.5), (2, 1.0)]);
+    act.probe_timelines = HashMap::from([(1, short.clone()), (2, long.clone())]);
+    let s = run(&procs, Some(1.0), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    assert_eq!(s.share_of(1).share, Some(0.5));
+    assert_eq!(s.share_of(2).share, None);
+    assert_eq!(s.share_of(2).busy_ratio, None);
+    assert!(s.probe_stages[&2].outlasts_slices() && !s.probe_stages[&1].outlasts_slices());
+    assert!((s.probe_stages[&2].share - 0.47).abs() < 1e-9);
+    assert!(
+        s.why.contains("outlast time slices") && s.why.contains("pid 2 100 %"),
+        "{}",
+        s.why
+    );
+    // Stretched around the other in under a tenth of its covered time (5 of 100 milliseconds:
+    // a kernel's edge, a rare preemption), it keeps its share.
+    for k in 5..n {
+        long.covered[k] = 0.5;
+        long.solo[k] = 0.5;
+    }
+    act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.5), (2, 0.5)]);
     act.probe_timelines = HashMap::from([(1, short), (2, long)]);
     let s = run(&procs, Some(1.0), false, &act);
-    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
-    assert!((x - 0.5).abs() < 1e-9 && (y - 0.47).abs() < 1e-9, "{x} {y}");
-    // Both stretched and neither ever ran alone: solo parts past the millisecond are scaled
-    // to fit, an even split.
+    assert!(
+        !s.probe_stages[&2].outlasts_slices(),
+        "{:?}",
+        s.probe_stages[&2]
+    );
+    assert!(
+        s.share_of(2).share.is_some_and(|v| v > 0.4),
+        "{:?}",
+        s.share_of(2)
+    );
+    // Both stretched around each other: nobody's time is known, both withheld.
     let stretched = ProbeTimeline {
         covered: vec![1.0; n],
         solo: vec![1.0; n],
@@ -333,7 +362,7 @@ fn a_short_kernel_tenant_keeps_its_slices_beside_a_stretched_long_one() {
     act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 1.0), (2, 1.0)]);
     act.probe_timelines = HashMap::from([(1, stretched.clone()), (2, stretched)]);
     let s = run(&procs, Some(1.0), false, &act);
-    assert_eq!(s.share_of(1).share, Some(0.5));
+    assert_eq!((s.share_of(1).share, s.share_of(2).share), (None, None));
 }
 
 #[test]

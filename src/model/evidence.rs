@@ -59,13 +59,27 @@ const MIN_TRACED_MS: usize = 50;
 pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u32, &PodRef>) {
     match split.method {
         SplitMethod::Probe => {
+            // A share withheld because its kernels outlast time slices is still claimed: the
+            // checks weigh what the probe says, as they did before it was withheld.
+            let scale = split.probe_scale.unwrap_or(1.0);
             let claims: Vec<(u32, f64)> = split
                 .candidates
                 .iter()
-                .filter_map(|pid| Some((*pid, split.shares.get(pid)?.share?)))
+                .filter_map(|pid| {
+                    let claim = match split.probe_stages.get(pid) {
+                        Some(s) if s.outlasts_slices() => (s.share * scale).clamp(0.0, 1.0),
+                        _ => split.shares.get(pid)?.share?,
+                    };
+                    Some((*pid, claim))
+                })
                 .collect();
             let reasons = check_claims(split, d, &claims, true);
-            if !reasons.is_empty() {
+            let outlasting = split.probe_stages.values().any(|s| s.outlasts_slices());
+            if reasons.is_empty() && outlasting {
+                // Withheld shares of one pod's processes still make the device's reading the
+                // pod's.
+                widen(split, d, owners);
+            } else if !reasons.is_empty() {
                 unbelieve_probe_idle(split);
                 // One container's (or pod's) lying probe harms only itself: the device's
                 // reading is still that owner's.

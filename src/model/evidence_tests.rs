@@ -394,3 +394,48 @@ fn a_mig_instance_run_by_one_containers_processes_is_that_containers() {
     assert_eq!(s.method, SplitMethod::SoleActiveContainer);
     assert_eq!(s.wide.unwrap().share, 0.4, "the instance's GPM activity");
 }
+
+/// `n` milliseconds, each covered `c` of the way, solo `solo`.
+fn line(n: usize, c: f64, solo: f64) -> ProbeTimeline {
+    ProbeTimeline {
+        covered: vec![c; n],
+        solo: vec![solo; n],
+        traced: vec![true; n],
+    }
+}
+
+#[test]
+fn a_share_withheld_for_outlasting_time_slices_still_counts_in_the_claims() {
+    // Three short-kernel tenants at 0.1 and a long kernel around them: the device reads 0.98.
+    // Without the long tenant's claim the others' 0.3 would look like hiding time.
+    let mut case = Case::new(0.98);
+    for pid in 1..=4 {
+        case = case.with(pid, None, pod("ns", &format!("p{pid}"), "c"));
+        let c = if pid == 4 { 1.0 } else { 0.1 };
+        let solo = if pid == 4 { 0.5 } else { 0.1 };
+        case = case.probe(pid, reading(c));
+        case.act.probe_timelines.insert(pid, line(200, c, solo));
+    }
+    let s = case.run();
+    assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
+    assert!(s.disputed.is_empty(), "{:?}", s.disputed);
+    assert_eq!(s.share_of(4).share, None);
+    for pid in 1..=3 {
+        assert!(s
+            .share_of(pid)
+            .share
+            .is_some_and(|v| (v - 0.1).abs() < 1e-9));
+    }
+    // Two such processes of one container: the device's reading is the container's.
+    let c = pod("ml", "train-0", "worker");
+    let mut case = Case::new(0.9)
+        .with(1, None, c.clone())
+        .with(2, None, c.clone())
+        .probe(1, reading(1.0))
+        .probe(2, reading(1.0));
+    case.act.probe_timelines =
+        HashMap::from([(1, line(200, 1.0, 0.45)), (2, line(200, 1.0, 0.45))]);
+    let s = case.run();
+    assert_eq!(s.method, SplitMethod::SoleActiveContainer, "{}", s.why);
+    assert_eq!(s.wide.as_ref().map(|w| w.share), Some(0.9));
+}

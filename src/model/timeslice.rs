@@ -15,6 +15,15 @@
 //!   when they add up past the millisecond (kernels that never ran alone, an even split when
 //!   every tenant is stretched alike). The rest went to switching and is nobody's.
 //!
+//! A kernel longer than a slice is the one case the timelines cannot settle. Its span covers
+//! whole milliseconds while other tenants' kernels run inside them, and between those kernels it
+//! holds the context switches and the slices others kept without running a kernel, which no
+//! record shows. Its solo estimate cannot help: such a kernel never ran unstretched (on the
+//! H100 a 16384² matmul beside three eager tenants ran 18.5–23.2 ms against 11.2 ms alone, and
+//! read +4 to +9 points by any split tried, docs/validation.md). A process whose spans held
+//! others' kernels in [`HELD_SHARE`] or more of its covered time is marked
+//! ([`ProbeStages::outlasts_slices`]) and its share is withheld, not guessed.
+//!
 //! For a probe that traced the whole window, the timeline gives the *fraction* of its span time
 //! that was its own; the amount comes from its span total over the activity window
 //! (`ProbeReading::busy_ratio`). The timeline is read 2 s behind each probe's clock, and a
@@ -26,7 +35,7 @@
 //! (measured on the H100, multiplying two samples of different milliseconds moved four
 //! CUDA-graph tenants by ±4 points against the timeline alone).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -48,6 +57,19 @@ pub const MIN_COMMON_TRACED_MS: usize = 50;
 /// read from it: its span total stands as it is (the device's figure still caps the sum).
 const MIN_COVERED_MS: f64 = 5.0;
 
+/// A millisecond a process's spans cover at least this much of is wholly inside its kernels:
+/// another tenant's kernel in it ran while the process's kernel was stretched around it.
+const WHOLE_MS: f64 = 0.99;
+/// A process whose spans held other tenants' kernels for this share of its covered time or more
+/// has its share withheld: the switching inside those spans is unknown and, measured on the
+/// H100 (0.1–0.4 ms per interruption of a 12-ms matmul), exceeds the 10 % a share must be
+/// right to. Tenants of short kernels stay far below: CUDA-graph tenants under contention had
+/// spans past a millisecond in at most 0.1 % of theirs, a micro-kernel tenant beside that matmul
+/// 5 %, the matmul itself 37 %.
+pub const HELD_SHARE: f64 = 0.10;
+/// Fewer whole milliseconds held than this and the mark says too little.
+const MIN_HELD_MS: f64 = 5.0;
+
 /// What each step of the time-sliced split gave one process, as ratios of the window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct ProbeStages {
@@ -67,6 +89,20 @@ pub struct ProbeStages {
     /// `spans` × (`own` / `timeline_covered`), or `own` from a probe tracing in duty cycles:
     /// the share before the device's cap.
     pub share: f64,
+    /// Of its covered time, the part in milliseconds its spans covered whole while another
+    /// tenant's kernels ran in them: its kernels outlast a time slice there.
+    pub holds_others: f64,
+    /// Those milliseconds, counted.
+    pub held_ms: f64,
+}
+
+impl ProbeStages {
+    /// Whether its kernels outlast time slices often enough that its span total holds other
+    /// tenants' slices and the switches between them, which no record measures: its share
+    /// is not knowable from the probes.
+    pub fn outlasts_slices(&self) -> bool {
+        self.held_ms >= MIN_HELD_MS && self.holds_others >= HELD_SHARE
+    }
 }
 
 /// Each process's share before the device's cap, with the stages behind it; `None` unless
@@ -92,6 +128,7 @@ pub fn time_sliced_shares(
     let (mut covered, mut solo, mut own, mut own_by_solo) =
         (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     let (mut covered_ms, mut contended_ms) = (vec![0.0; n], vec![0.0; n]);
+    let (mut held, mut held_ms) = (vec![0.0; n], vec![0.0; n]);
     let mut common = 0usize;
     // Only milliseconds every tenant traced can be split: probes tracing in duty cycles share
     // their slots (the schedule nests), and the shares are over those milliseconds.
@@ -110,6 +147,10 @@ pub fn time_sliced_shares(
             let by_solo = l.solo[k] / solo_sum.max(1.0);
             if cov_sum - c > 0.0 {
                 contended_ms[i] += 1.0;
+                if c >= WHOLE_MS {
+                    held[i] += c;
+                    held_ms[i] += 1.0;
+                }
                 own_by_solo[i] += by_solo;
                 own[i] += if cov_sum <= 1.0 { c } else { by_solo };
             } else {
@@ -148,9 +189,31 @@ pub fn time_sliced_shares(
                     } else {
                         (spans * fraction).clamp(0.0, 1.0)
                     },
+                    holds_others: if covered[i] > 0.0 {
+                        held[i] / covered[i]
+                    } else {
+                        0.0
+                    },
+                    held_ms: held_ms[i],
                 };
                 (*pid, stages)
             })
             .collect(),
     )
+}
+
+/// Why some shares were withheld for kernels that outlast time slices, if any were.
+pub fn outlasting_why(stages: &BTreeMap<u32, ProbeStages>) -> Option<String> {
+    let held: Vec<String> = stages
+        .iter()
+        .filter(|(_, s)| s.outlasts_slices())
+        .map(|(pid, s)| format!("pid {pid} {:.0} %", s.holds_others * 100.0))
+        .collect();
+    (!held.is_empty()).then(|| {
+        format!(
+            "withheld where kernels outlast time slices and held other tenants' kernels ({} of \
+             its covered time): such spans hold switches no record measures",
+            held.join(", ")
+        )
+    })
 }

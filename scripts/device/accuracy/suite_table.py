@@ -6,8 +6,8 @@ import json, sys
 f = lambda v: "—" if v is None else f"{v:.3f}"
 cases = [json.loads(l) for a in sys.argv[1:] for l in open(a) if l.startswith("{")]
 print("| case | tenant | truth | default | default idle | probe | probe − truth (points) | probe idle |"
-      " spans | timeline covered | solo | contended | own (solo rule) | own (now) |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      " spans | timeline covered | solo | contended | own (solo rule) | own (now) | holds others |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for c in cases:
     for i, p in enumerate(c["procs"]):
         st = p.get("stages") or {}
@@ -15,7 +15,7 @@ for c in cases:
         name = f'{c["case"]} (device {f(c["device_tessera"])}, cap {f(c["probe_scale"])})' if i == 0 else ""
         print(f'| {name} | {p["kind"]} {p["util"] or ""} | {f(p["truth"])} | {f(p["default_share"])} | '
               f'{p["default_idle"]} | {f(p["probe_share"])} | {"—" if d is None else f"{d:+.1f}"} | {p["probe_idle"]} | '
-              + " | ".join(f(st.get(k)) for k in ["spans", "timeline_covered", "timeline_solo", "contended", "own_by_solo", "own"]) + " |")
+              + " | ".join(f(st.get(k)) for k in ["spans", "timeline_covered", "timeline_solo", "contended", "own_by_solo", "own", "holds_others"]) + " |")
 print()
 print("| case | Σ probe | Σ truth | device busy (NVML via tessera) | NVML every 0.1 s | GPM SM activity | Σ probe − NVML (points) | Σ truth − NVML (points) |")
 print("|---|---|---|---|---|---|---|---|")
