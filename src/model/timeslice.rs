@@ -62,7 +62,7 @@ const MIN_COVERED_MS: f64 = 5.0;
 const WHOLE_MS: f64 = 0.99;
 /// A process whose spans held other tenants' kernels for this share of its covered time or more
 /// has its share withheld: the switching inside those spans is unknown and, measured on the
-/// H100 (0.1–0.4 ms per interruption of a 12-ms matmul), exceeds the 10 % a share must be
+/// H100 (0.1–0.2 ms per interruption of a 12-ms matmul), exceeds the 10 % a share must be
 /// right to. Tenants of short kernels stay far below: CUDA-graph tenants under contention had
 /// spans past a millisecond in at most 0.1 % of theirs, a micro-kernel tenant beside that matmul
 /// 5 %, the matmul itself 37 %.
