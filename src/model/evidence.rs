@@ -76,8 +76,8 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
             let reasons = check_claims(split, d, &claims, true);
             let outlasting = split.probe_stages.values().any(|s| s.outlasts_slices());
             if reasons.is_empty() && outlasting {
-                // Withheld shares of one pod's processes still make the device's reading the
-                // pod's.
+                // Withheld shares leave the device's reading to its pod when every candidate is
+                // that pod's.
                 widen(split, d, owners);
             } else if !reasons.is_empty() {
                 unbelieve_probe_idle(split);
