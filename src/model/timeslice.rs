@@ -10,10 +10,9 @@
 //!   runs inside its own slice and its span is its own time. Each keeps its span. (Splitting
 //!   these by solo estimates lost the estimates' error every time: the short, light tenants
 //!   of an inference service read 20–26 % low on the H100, docs/validation.md);
-//! * past the millisecond, spans overlap: a kernel longer than a slice is stretched over the
-//!   others' slices. Each process gets what its kernels' solo durations explain, scaled to fit
-//!   when they add up past the millisecond (kernels that never ran alone, an even split when
-//!   every tenant is stretched alike). The rest went to switching and is nobody's.
+//! * past the millisecond, spans overlap: a kernel was stretched over another's slice. Each
+//!   process gets what its kernels' solo durations explain, scaled to fit when they add up
+//!   past the millisecond. The rest went to switching and is nobody's.
 //!
 //! A kernel longer than a slice is the one case the timelines cannot settle. Its span covers
 //! whole milliseconds while other tenants' kernels run inside them, and between those kernels it
@@ -64,8 +63,8 @@ const WHOLE_MS: f64 = 0.99;
 /// has its share withheld: the switching inside those spans is unknown and, measured on the
 /// H100 (0.1–0.2 ms per interruption of a 12-ms matmul), exceeds the 10 % a share must be
 /// right to. Tenants of short kernels stay far below: CUDA-graph tenants under contention had
-/// spans past a millisecond in at most 0.1 % of theirs, a micro-kernel tenant beside that matmul
-/// 5 %, the matmul itself 37 %.
+/// spans past a millisecond in at most 0.1 % of theirs; by the record log, a micro-kernel tenant
+/// beside that matmul held others in 0.6 % of its covered time, the matmul in 36 %.
 pub const HELD_SHARE: f64 = 0.10;
 /// Fewer whole milliseconds held than this and the mark says too little.
 const MIN_HELD_MS: f64 = 5.0;
