@@ -46,6 +46,7 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         wide: None,
         disputed: Vec::new(),
         probe_stages: Default::default(),
+        outlasting: Default::default(),
         idle_since: None,
         idle_unsettled: false,
         shares: HashMap::new(),

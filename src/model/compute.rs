@@ -31,7 +31,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::timeslice::{outlasting_why, time_sliced_shares, ProbeStages};
+use super::probe_split::{idle_by_probe, probe_figures, split_by_probes};
+use super::timeslice::{Held, ProbeStages};
 use super::{ProcessKind, ProcessSample};
 
 /// Below this share of device time a process or container counts as idle for that sample.
@@ -172,6 +173,10 @@ pub struct DeviceSplit {
     /// Under time-slicing with timelines: what each step of the split gave each process.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub probe_stages: BTreeMap<u32, ProbeStages>,
+    /// Under time-slicing: processes whose kernels outlast time slices beside other tenants',
+    /// their shares withheld. What their spans held, and the share the probe claimed for them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub outlasting: BTreeMap<u32, Outlasting>,
     /// When the device's current run of readings below [`IDLE_SHARE`] began; `None` while it
     /// reads busy (or reads nothing). Carried to the next sample.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -182,6 +187,16 @@ pub struct DeviceSplit {
     pub idle_unsettled: bool,
     #[serde(skip)]
     pub shares: HashMap<u32, ProcessShare>,
+}
+
+/// A share withheld because the process's kernels outlast time slices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Outlasting {
+    #[serde(flatten)]
+    pub held: Held,
+    /// The share the probe's figures gave it (after the device's cap), which the claims'
+    /// checks still weigh.
+    pub claim: f64,
 }
 
 impl DeviceSplit {
@@ -259,23 +274,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         .collect();
     let (idle_since, device_idle) = device_idle_over_window(d);
     let idle_unsettled = idle_since.is_some() && !device_idle;
-    let probed: Vec<(u32, f64)> = candidates
-        .iter()
-        .filter_map(|pid| {
-            let r = d.activity.probe.get(pid)?;
-            let b = r.busy_ratio?;
-            let b = match r.traced_share {
-                Some(t) if t < FULLY_TRACED => d
-                    .activity
-                    .probe_timelines
-                    .get(pid)
-                    .and_then(traced_coverage)
-                    .unwrap_or(b),
-                _ => b,
-            };
-            Some((*pid, b.clamp(0.0, 1.0)))
-        })
-        .collect();
+    let probed = probe_figures(&candidates, d);
     let mut out = DeviceSplit {
         method: SplitMethod::Withheld,
         device_activity: d.device_activity,
@@ -288,6 +287,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         wide: None,
         disputed: Vec::new(),
         probe_stages: BTreeMap::new(),
+        outlasting: BTreeMap::new(),
         idle_since,
         idle_unsettled,
         shares: HashMap::new(),
@@ -308,97 +308,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             out.why = "nothing on the device runs kernels".into();
         }
     } else if !probed.is_empty() && probed.len() == candidates.len() {
-        let timelines = (!d.mps && !d.mig_instance && probed.len() > 1)
-            .then(|| {
-                let sampled: Vec<u32> = candidates
-                    .iter()
-                    .copied()
-                    .filter(|pid| {
-                        d.activity
-                            .probe
-                            .get(pid)
-                            .and_then(|r| r.traced_share)
-                            .is_some_and(|t| t < FULLY_TRACED)
-                    })
-                    .collect();
-                time_sliced_shares(&probed, &d.activity.probe_timelines, &sampled)
-            })
-            .flatten();
-        let from_timelines = timelines.is_some();
-        let probed = match timelines {
-            Some(stages) => {
-                let shares = stages.iter().map(|(pid, s)| (*pid, s.share)).collect();
-                out.probe_stages = stages.into_iter().collect();
-                shares
-            }
-            None => probed,
-        };
-        // Kernels that outlast time slices: their spans hold others' slices and the switches
-        // between them, which no record measures. Their shares are withheld, and the cap
-        // below weighs only the shares that are published.
-        let outlasting: Vec<u32> = out
-            .probe_stages
-            .iter()
-            .filter_map(|(pid, s)| s.outlasts_slices().then_some(*pid))
-            .collect();
-        let sum: f64 = probed
-            .iter()
-            .filter(|(pid, _)| !outlasting.contains(pid))
-            .map(|(_, b)| b)
-            .sum();
-        // Under time-slicing without timelines, a kernel's span includes other tenants'
-        // slices: scale the spans to the busy time the device measured. With timelines the
-        // split is already per instant; the device's figure only caps it. Under MPS spans
-        // overlap for real.
-        let scale = match d.device_activity {
-            // A MIG instance's activity is GPM SM activity, not a busy fraction: only keep
-            // overlapping spans from adding up past the whole instance.
-            _ if d.mig_instance => 1.0 / sum.max(1.0),
-            Some(a) if !d.mps && probed.len() > 1 && sum > a && sum > 0.0 => a / sum,
-            _ => 1.0,
-        };
-        for (pid, b) in probed {
-            // No kernel record is not yet no kernel: one running through the window has none.
-            let v = Some((b * scale).clamp(0.0, 1.0))
-                .filter(|_| !unexplained.contains(&pid) && !outlasting.contains(&pid));
-            shares.insert(
-                pid,
-                ProcessShare {
-                    share: v,
-                    busy_ratio: v,
-                    quiet: false,
-                },
-            );
-        }
-        out.method = SplitMethod::Probe;
-        out.probe_scale = Some(scale);
-        out.from_timelines = from_timelines;
-        out.why = match (from_timelines, scale < 1.0) {
-            (true, false) => TIMELINE_WHY.into(),
-            (true, true) => {
-                format!("{TIMELINE_WHY}; capped by {scale:.3} to the device's busy time")
-            }
-            (false, true) => format!(
-                "CUDA probe spans scaled by {scale:.3} to the device's busy time (time-slicing)"
-            ),
-            (false, false) => "CUDA probe kernel busy time".into(),
-        };
-        if let Some(why) = outlasting_why(&out.probe_stages) {
-            out.why = format!("{}; {why}", out.why);
-        }
-        // A probe in a launch-bound process traces in duty cycles: its figure is a sample.
-        let traced = candidates
-            .iter()
-            .filter_map(|pid| d.activity.probe.get(pid)?.traced_share)
-            .reduce(f64::min);
-        if let Some(t) = traced.filter(|t| *t < FULLY_TRACED) {
-            out.why = format!(
-                "{}; sampled: a probe traced {:.0} % of the window to keep its launch \
-                 overhead in budget",
-                out.why,
-                t * 100.0
-            );
-        }
+        split_by_probes(d, &candidates, probed, &unexplained, &mut out, &mut shares);
     } else if candidates.len() == 1 && !d.mig_instance {
         // With one process able to run kernels, the device's own utilization is that
         // process's. It beats NVML's per-process samples, which the H100 splits oddly even
@@ -473,69 +383,6 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
     }
     out.shares = shares;
     out
-}
-
-const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
-    covered is split among them (spans that overlap, by the kernels' solo durations)";
-
-/// The others' probe busy time must explain at least this much of the device's measured busy
-/// time before a process the probe saw launch nothing counts idle (NVML's figure and the
-/// spans differ by a few points; a kernel running through the whole window shows in NVML's
-/// figure and in nobody's spans).
-const EXPLAINED_SHARE: f64 = 0.8;
-const EXPLAINED_SLACK: f64 = 0.02;
-
-/// Candidates whose probe, records on for the whole window, reported no kernel: idle whatever
-/// their CPU does (a process that holds memory and spins a core). A kernel still running
-/// has no record yet, so this holds only where that cannot hide: the device is idle, or the
-/// other candidates all carry the probe and their kernels explain the device's busy time.
-/// A probe with records off reports itself off and has no reading, so it is never idle here.
-///
-/// Returns those idle, and those whose probe saw nothing where that is not enough: their
-/// share is withheld rather than read as 0.
-fn idle_by_probe(candidates: &[u32], d: &DeviceCompute<'_>) -> (Vec<u32>, Vec<u32>) {
-    let saw_nothing = |pid: &u32| {
-        d.activity.probe.get(pid).is_some_and(|r| {
-            r.window_kernels == Some(0)
-                && r.busy_ratio.is_some_and(|b| b < IDLE_SHARE)
-                && r.traced_share.is_none_or(|t| t >= FULLY_TRACED)
-        })
-    };
-    let (idle, others): (Vec<u32>, Vec<u32>) = candidates.iter().partition(|p| saw_nothing(p));
-    if idle.is_empty() {
-        return (idle, Vec::new());
-    }
-    let Some(device) = d.device_activity else {
-        return (Vec::new(), idle);
-    };
-    if device < IDLE_SHARE {
-        return (idle, Vec::new());
-    }
-    let explained: Option<f64> = others
-        .iter()
-        .map(|pid| d.activity.probe.get(pid)?.busy_ratio)
-        .sum();
-    match explained {
-        Some(e) if e + EXPLAINED_SLACK >= device * EXPLAINED_SHARE => (idle, Vec::new()),
-        _ => (Vec::new(), idle),
-    }
-}
-
-/// A probe that traced this much of the window traced all of it (report timing jitters).
-const FULLY_TRACED: f64 = 0.98;
-/// A throttled probe's busy ratio from its timeline: the covered share of the milliseconds it
-/// traced. Its span total over its traced time is not that: measured on the H100, a process
-/// replaying CUDA graphs keeps producing kernel records while the probe has them off (the
-/// graph's launches carry them), so its spans over its traced time read 0.92 for a process
-/// 40 % busy. The timeline marks those milliseconds untraced and counts none of it.
-fn traced_coverage(t: &ProbeTimeline) -> Option<f64> {
-    let (n, sum) = t
-        .covered
-        .iter()
-        .zip(&t.traced)
-        .filter(|(_, tr)| **tr)
-        .fold((0usize, 0.0), |(n, s), (c, _)| (n + 1, s + c));
-    (n >= super::timeslice::MIN_COMMON_TRACED_MS).then(|| sum / n as f64)
 }
 
 /// How much of the window a run of idle readings must span (as the CPU history must).

@@ -366,6 +366,70 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept()
 }
 
 #[test]
+fn a_kernel_that_outlasts_time_slices_is_withheld_where_no_millisecond_was_traced_by_all() {
+    // Six tenants on the H100 (ts-6mixed-b): duty-cycled probes left too few milliseconds
+    // every tenant traced in 6 of 7 windows, the split fell back on spans, and the long matmul
+    // was published at +11.9 points. Here two launch-bound tenants trace disjoint slots: no
+    // millisecond is traced by all three, yet each slot shows the long kernel's span covering
+    // whole milliseconds while another tenant's kernels run in them.
+    let n = 2000;
+    let slot = |k: usize, which: usize| (k / 20) % 10 == which;
+    let throttled = |which: usize| ProbeTimeline {
+        covered: (0..n).map(|k| if slot(k, which) { 0.3 } else { 0.0 }).collect(),
+        solo: (0..n).map(|k| if slot(k, which) { 0.3 } else { 0.0 }).collect(),
+        traced: (0..n).map(|k| slot(k, which)).collect(),
+    };
+    let long = ProbeTimeline {
+        covered: vec![1.0; n],
+        solo: vec![0.6; n],
+        traced: vec![true; n],
+    };
+    let procs = [proc(1, None), proc(2, None), proc(3, None)];
+    let mut act = activity(
+        &[(1, 0.5), (2, 0.5), (3, 0.2)],
+        &[(1, 0.3), (2, 0.3), (3, 1.0)],
+    );
+    for pid in [1, 2] {
+        act.probe.get_mut(&pid).unwrap().traced_share = Some(0.1);
+    }
+    act.probe_timelines = HashMap::from([(1, throttled(0)), (2, throttled(5)), (3, long.clone())]);
+    let s = run(&procs, Some(0.9), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    assert!(!s.from_timelines && s.probe_stages.is_empty(), "{}", s.why);
+    assert_eq!(s.share_of(3).share, None, "{}", s.why);
+    assert!(s.share_of(1).share.is_some() && s.share_of(2).share.is_some());
+    assert!(
+        s.why.contains("outlast time slices") && s.why.contains("pid 3 100 %"),
+        "{}",
+        s.why
+    );
+    // Its claim is kept for the checks: its spans, not scaled, since the published shares
+    // alone fit inside the device's busy time.
+    assert_eq!(s.outlasting[&3].claim, 1.0);
+    assert_eq!(s.probe_scale, Some(1.0));
+    // The same long kernels where no other tenant traced a millisecond with it: nothing shows
+    // them holding anyone, and they keep their figure.
+    let quiet_when_traced = |which: usize| ProbeTimeline {
+        covered: vec![0.0; n],
+        solo: vec![0.0; n],
+        traced: (0..n).map(|k| slot(k, which)).collect(),
+    };
+    let mut covered_elsewhere = long;
+    for k in (0..n).filter(|k| slot(*k, 0) || slot(*k, 5)) {
+        covered_elsewhere.covered[k] = 0.0;
+        covered_elsewhere.solo[k] = 0.0;
+    }
+    act.probe_timelines = HashMap::from([
+        (1, quiet_when_traced(0)),
+        (2, quiet_when_traced(5)),
+        (3, covered_elsewhere),
+    ]);
+    let s = run(&procs, Some(0.9), false, &act);
+    assert!(s.share_of(3).share.is_some(), "{}", s.why);
+    assert!(s.outlasting.is_empty());
+}
+
+#[test]
 fn timelines_are_used_only_when_every_tenant_has_one_and_never_under_mps() {
     let [a, b] = time_sliced_pair(30.0, 10.0, 0.2, 2);
     let procs = [proc(1, Some(0.1)), proc(2, Some(0.8))];

@@ -61,21 +61,19 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
         SplitMethod::Probe => {
             // A share withheld because its kernels outlast time slices is still claimed: the
             // checks weigh what the probe says, as they did before it was withheld.
-            let scale = split.probe_scale.unwrap_or(1.0);
             let claims: Vec<(u32, f64)> = split
                 .candidates
                 .iter()
                 .filter_map(|pid| {
-                    let claim = match split.probe_stages.get(pid) {
-                        Some(s) if s.outlasts_slices() => (s.share * scale).clamp(0.0, 1.0),
-                        _ => split.shares.get(pid)?.share?,
+                    let claim = match split.outlasting.get(pid) {
+                        Some(o) => o.claim,
+                        None => split.shares.get(pid)?.share?,
                     };
                     Some((*pid, claim))
                 })
                 .collect();
             let reasons = check_claims(split, d, &claims, true);
-            let outlasting = split.probe_stages.values().any(|s| s.outlasts_slices());
-            if reasons.is_empty() && outlasting {
+            if reasons.is_empty() && !split.outlasting.is_empty() {
                 // Withheld shares leave the device's reading to its pod when every candidate is
                 // that pod's.
                 widen(split, d, owners);

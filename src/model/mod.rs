@@ -27,6 +27,7 @@ pub mod holding;
 pub mod identity;
 pub mod join;
 pub mod limits;
+mod probe_split;
 pub mod records;
 pub mod sharing;
 pub mod timeslice;

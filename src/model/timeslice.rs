@@ -34,7 +34,7 @@
 //! (measured on the H100, multiplying two samples of different milliseconds moved four
 //! CUDA-graph tenants by ±4 points against the timeline alone).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use serde::Serialize;
 
@@ -100,34 +100,96 @@ impl ProbeStages {
     /// tenants' slices and the switches between them, which no record measures: its share
     /// is not knowable from the probes.
     pub fn outlasts_slices(&self) -> bool {
-        self.held_ms >= MIN_HELD_MS && self.holds_others >= HELD_SHARE
+        Held {
+            share: self.holds_others,
+            ms: self.held_ms,
+        }
+        .outlasts_slices()
     }
 }
 
-/// Each process's share before the device's cap, with the stages behind it; `None` unless
-/// every process has a timeline of one length and enough milliseconds all of them traced.
-pub fn time_sliced_shares(
+/// How much of a process's covered time its spans held other tenants' kernels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Held {
+    /// Of its covered time in milliseconds another tenant traced too, the part in milliseconds
+    /// its spans covered whole while that tenant's kernels ran in them.
+    pub share: f64,
+    /// Those milliseconds, counted.
+    pub ms: f64,
+}
+
+impl Held {
+    /// See [`ProbeStages::outlasts_slices`].
+    pub fn outlasts_slices(&self) -> bool {
+        self.ms >= MIN_HELD_MS && self.share >= HELD_SHARE
+    }
+}
+
+/// The timelines of `probed`, in its order, when every process has one and all are of one
+/// length: only then do they stand side by side.
+pub fn aligned<'a>(
     probed: &[(u32, f64)],
-    timelines: &HashMap<u32, ProbeTimeline>,
-    sampled: &[u32],
-) -> Option<Vec<(u32, ProbeStages)>> {
+    timelines: &'a HashMap<u32, ProbeTimeline>,
+) -> Option<Vec<&'a ProbeTimeline>> {
     let lines: Vec<&ProbeTimeline> = probed
         .iter()
         .map(|(pid, _)| timelines.get(pid))
         .collect::<Option<_>>()?;
     let len = lines.first()?.covered.len();
-    if len == 0
-        || lines
-            .iter()
-            .any(|l| l.covered.len() != len || l.solo.len() != len || l.traced.len() != len)
-    {
-        return None;
+    let whole =
+        |l: &&ProbeTimeline| l.covered.len() == len && l.solo.len() == len && l.traced.len() == len;
+    (len > 0 && lines.iter().all(whole)).then_some(lines)
+}
+
+/// For each timeline, what its spans held of other tenants' kernels. Read over every
+/// millisecond the process traced beside at least one other tenant that traced it, not only
+/// those every tenant traced: probes in duty cycles of a few per cent leave too few of those
+/// to split by (six tenants on the H100: 6 of 7 windows), and a kernel that outlasts time
+/// slices must be withheld there too, where the spans are all there is.
+pub fn held_by_others(lines: &[&ProbeTimeline]) -> Vec<Held> {
+    let len = lines.iter().map(|l| l.covered.len()).min().unwrap_or(0);
+    let mut out = vec![Held::default(); lines.len()];
+    let mut seen = vec![0.0; lines.len()];
+    for k in 0..len {
+        let traced: Vec<usize> = (0..lines.len())
+            .filter(|i| lines[*i].traced.get(k) == Some(&true))
+            .collect();
+        if traced.len() < 2 {
+            continue;
+        }
+        for &i in &traced {
+            let c = lines[i].covered[k];
+            if c <= 0.0 {
+                continue;
+            }
+            seen[i] += c;
+            let others_ran = traced.iter().any(|&j| j != i && lines[j].covered[k] > 0.0);
+            if c >= WHOLE_MS && others_ran {
+                out[i].share += c;
+                out[i].ms += 1.0;
+            }
+        }
     }
+    for (h, seen) in out.iter_mut().zip(seen) {
+        h.share = if seen > 0.0 { h.share / seen } else { 0.0 };
+    }
+    out
+}
+
+/// Each process's share before the device's cap, with the stages behind it; `lines` are
+/// `probed`'s timelines ([`aligned`]) and `held` what [`held_by_others`] read of them. `None`
+/// unless enough milliseconds were traced by every process.
+pub fn time_sliced_shares(
+    probed: &[(u32, f64)],
+    lines: &[&ProbeTimeline],
+    sampled: &[u32],
+    held: &[Held],
+) -> Option<Vec<(u32, ProbeStages)>> {
+    let len = lines.first()?.covered.len();
     let n = lines.len();
     let (mut covered, mut solo, mut own, mut own_by_solo) =
         (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
     let (mut covered_ms, mut contended_ms) = (vec![0.0; n], vec![0.0; n]);
-    let (mut held, mut held_ms) = (vec![0.0; n], vec![0.0; n]);
     let mut common = 0usize;
     // Only milliseconds every tenant traced can be split: probes tracing in duty cycles share
     // their slots (the schedule nests), and the shares are over those milliseconds.
@@ -146,10 +208,6 @@ pub fn time_sliced_shares(
             let by_solo = l.solo[k] / solo_sum.max(1.0);
             if cov_sum - c > 0.0 {
                 contended_ms[i] += 1.0;
-                if c >= WHOLE_MS {
-                    held[i] += c;
-                    held_ms[i] += 1.0;
-                }
                 own_by_solo[i] += by_solo;
                 own[i] += if cov_sum <= 1.0 { c } else { by_solo };
             } else {
@@ -188,12 +246,8 @@ pub fn time_sliced_shares(
                     } else {
                         (spans * fraction).clamp(0.0, 1.0)
                     },
-                    holds_others: if covered[i] > 0.0 {
-                        held[i] / covered[i]
-                    } else {
-                        0.0
-                    },
-                    held_ms: held_ms[i],
+                    holds_others: held.get(i).map_or(0.0, |h| h.share),
+                    held_ms: held.get(i).map_or(0.0, |h| h.ms),
                 };
                 (*pid, stages)
             })
@@ -202,11 +256,11 @@ pub fn time_sliced_shares(
 }
 
 /// Why some shares were withheld for kernels that outlast time slices, if any were.
-pub fn outlasting_why(stages: &BTreeMap<u32, ProbeStages>) -> Option<String> {
-    let held: Vec<String> = stages
-        .iter()
-        .filter(|(_, s)| s.outlasts_slices())
-        .map(|(pid, s)| format!("pid {pid} {:.0} %", s.holds_others * 100.0))
+pub fn outlasting_why<'a>(held: impl IntoIterator<Item = (&'a u32, &'a Held)>) -> Option<String> {
+    let held: Vec<String> = held
+        .into_iter()
+        .filter(|(_, h)| h.outlasts_slices())
+        .map(|(pid, h)| format!("pid {pid} {:.0} %", h.share * 100.0))
         .collect();
     (!held.is_empty()).then(|| {
         format!(
@@ -215,4 +269,46 @@ pub fn outlasting_why(stages: &BTreeMap<u32, ProbeStages>) -> Option<String> {
             held.join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(covered: &[f64], traced: &[bool]) -> ProbeTimeline {
+        ProbeTimeline {
+            covered: covered.to_vec(),
+            solo: covered.to_vec(),
+            traced: traced.to_vec(),
+        }
+    }
+
+    #[test]
+    fn held_time_is_read_where_another_tenant_traced_too() {
+        let t = [true; 8];
+        // Whole milliseconds: two beside another's kernels, two where the other traced nothing
+        // running, two where the other did not trace at all (they do not count either way).
+        let long = line(&[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0], &t);
+        let short = line(
+            &[0.2, 0.2, 0.0, 0.0, 0.0, 0.0, 0.3, 0.0],
+            &[true, true, true, true, false, false, true, true],
+        );
+        let held = held_by_others(&[&long, &short]);
+        assert_eq!(held[0], Held { share: 0.5, ms: 2.0 });
+        assert_eq!(held[1], Held::default(), "short kernels hold nobody");
+        // Alone, nothing is seen held.
+        assert_eq!(held_by_others(&[&long]), vec![Held::default()]);
+    }
+
+    #[test]
+    fn timelines_that_do_not_line_up_are_not_read_side_by_side() {
+        let a = line(&[1.0; 4], &[true; 4]);
+        let short = line(&[1.0; 3], &[true; 2]);
+        let timelines = HashMap::from([(1, a.clone()), (2, short.clone())]);
+        assert!(aligned(&[(1, 1.0), (2, 1.0)], &timelines).is_none());
+        assert!(aligned(&[(1, 1.0), (3, 1.0)], &timelines).is_none());
+        // Read anyway, ragged lines are cut to the shortest, not indexed past their end.
+        let held = held_by_others(&[&a, &short]);
+        assert_eq!(held[0].ms, 2.0);
+    }
 }

@@ -1,0 +1,208 @@
+//! The split when every candidate on a device carries the CUDA probe (see [`super::compute`]):
+//! each process's figure from its probe, the time-sliced split by the probes' timelines, the
+//! kernels that outlast time slices, and who the probes show idle.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::compute::{
+    DeviceCompute, DeviceSplit, Outlasting, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE,
+};
+use super::timeslice::{
+    aligned, held_by_others, outlasting_why, time_sliced_shares, Held, MIN_COMMON_TRACED_MS,
+};
+
+/// Each candidate's probe figure over the window, for those whose probe has one: its kernel
+/// busy time, or a throttled probe's coverage of the milliseconds it traced.
+pub(super) fn probe_figures(candidates: &[u32], d: &DeviceCompute<'_>) -> Vec<(u32, f64)> {
+    candidates
+        .iter()
+        .filter_map(|pid| {
+            let r = d.activity.probe.get(pid)?;
+            let b = r.busy_ratio?;
+            let b = match r.traced_share {
+                Some(t) if t < FULLY_TRACED => d
+                    .activity
+                    .probe_timelines
+                    .get(pid)
+                    .and_then(traced_coverage)
+                    .unwrap_or(b),
+                _ => b,
+            };
+            Some((*pid, b.clamp(0.0, 1.0)))
+        })
+        .collect()
+}
+
+/// Every candidate is probed (`probed` holds each one's figure): shares from the probes, set in
+/// `shares`, and the method, scale, stages and reasons in `out`. `unexplained`: candidates
+/// whose probe saw no kernel where that cannot tell idle; their shares are withheld.
+pub(super) fn split_by_probes(
+    d: &DeviceCompute<'_>,
+    candidates: &[u32],
+    probed: Vec<(u32, f64)>,
+    unexplained: &[u32],
+    out: &mut DeviceSplit,
+    shares: &mut HashMap<u32, ProcessShare>,
+) {
+    let lines = (!d.mps && !d.mig_instance && probed.len() > 1)
+        .then(|| aligned(&probed, &d.activity.probe_timelines))
+        .flatten();
+    let held = lines.as_deref().map(held_by_others).unwrap_or_default();
+    let timelines = lines.and_then(|lines| {
+        let sampled: Vec<u32> = candidates
+            .iter()
+            .copied()
+            .filter(|pid| {
+                d.activity
+                    .probe
+                    .get(pid)
+                    .and_then(|r| r.traced_share)
+                    .is_some_and(|t| t < FULLY_TRACED)
+            })
+            .collect();
+        time_sliced_shares(&probed, &lines, &sampled, &held)
+    });
+    // Kernels that outlast time slices: their spans hold others' slices and the switches
+    // between them, which no record measures. Their shares are withheld, with timelines
+    // or without, and the cap below weighs only the shares that are published.
+    let outlasting: BTreeMap<u32, Held> = probed
+        .iter()
+        .zip(&held)
+        .filter(|(_, h)| h.outlasts_slices())
+        .map(|((pid, _), h)| (*pid, *h))
+        .collect();
+    let from_timelines = timelines.is_some();
+    let probed = match timelines {
+        Some(stages) => {
+            let shares = stages.iter().map(|(pid, s)| (*pid, s.share)).collect();
+            out.probe_stages = stages.into_iter().collect();
+            shares
+        }
+        None => probed,
+    };
+    let sum: f64 = probed
+        .iter()
+        .filter(|(pid, _)| !outlasting.contains_key(pid))
+        .map(|(_, b)| b)
+        .sum();
+    // Under time-slicing without timelines, a kernel's span includes other tenants'
+    // slices: scale the spans to the busy time the device measured. With timelines the
+    // split is already per instant; the device's figure only caps it. Under MPS spans
+    // overlap for real.
+    let scale = match d.device_activity {
+        // A MIG instance's activity is GPM SM activity, not a busy fraction: only keep
+        // overlapping spans from adding up past the whole instance.
+        _ if d.mig_instance => 1.0 / sum.max(1.0),
+        Some(a) if !d.mps && probed.len() > 1 && sum > a && sum > 0.0 => a / sum,
+        _ => 1.0,
+    };
+    for (pid, b) in probed {
+        let claim = (b * scale).clamp(0.0, 1.0);
+        if let Some(&held) = outlasting.get(&pid) {
+            out.outlasting.insert(pid, Outlasting { held, claim });
+        }
+        // No kernel record is not yet no kernel: one running through the window has none.
+        let v =
+            Some(claim).filter(|_| !unexplained.contains(&pid) && !outlasting.contains_key(&pid));
+        shares.insert(
+            pid,
+            ProcessShare {
+                share: v,
+                busy_ratio: v,
+                quiet: false,
+            },
+        );
+    }
+    out.method = SplitMethod::Probe;
+    out.probe_scale = Some(scale);
+    out.from_timelines = from_timelines;
+    out.why = match (from_timelines, scale < 1.0) {
+        (true, false) => TIMELINE_WHY.into(),
+        (true, true) => {
+            format!("{TIMELINE_WHY}; capped by {scale:.3} to the device's busy time")
+        }
+        (false, true) => format!(
+            "CUDA probe spans scaled by {scale:.3} to the device's busy time (time-slicing)"
+        ),
+        (false, false) => "CUDA probe kernel busy time".into(),
+    };
+    if let Some(why) = outlasting_why(outlasting.iter()) {
+        out.why = format!("{}; {why}", out.why);
+    }
+    // A probe in a launch-bound process traces in duty cycles: its figure is a sample.
+    let traced = candidates
+        .iter()
+        .filter_map(|pid| d.activity.probe.get(pid)?.traced_share)
+        .reduce(f64::min);
+    if let Some(t) = traced.filter(|t| *t < FULLY_TRACED) {
+        out.why = format!(
+            "{}; sampled: a probe traced {:.0} % of the window to keep its launch \
+             overhead in budget",
+            out.why,
+            t * 100.0
+        );
+    }
+}
+
+const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
+    covered is split among them (spans that overlap, by the kernels' solo durations)";
+
+/// The others' probe busy time must explain at least this much of the device's measured busy
+/// time before a process the probe saw launch nothing counts idle (NVML's figure and the
+/// spans differ by a few points; a kernel running through the whole window shows in NVML's
+/// figure and in nobody's spans).
+const EXPLAINED_SHARE: f64 = 0.8;
+const EXPLAINED_SLACK: f64 = 0.02;
+
+/// Candidates whose probe, records on for the whole window, reported no kernel: idle whatever
+/// their CPU does (a process that holds memory and spins a core). A kernel still running
+/// has no record yet, so this holds only where that cannot hide: the device is idle, or the
+/// other candidates all carry the probe and their kernels explain the device's busy time.
+/// A probe with records off reports itself off and has no reading, so it is never idle here.
+///
+/// Returns those idle, and those whose probe saw nothing where that is not enough: their
+/// share is withheld rather than read as 0.
+pub(super) fn idle_by_probe(candidates: &[u32], d: &DeviceCompute<'_>) -> (Vec<u32>, Vec<u32>) {
+    let saw_nothing = |pid: &u32| {
+        d.activity.probe.get(pid).is_some_and(|r| {
+            r.window_kernels == Some(0)
+                && r.busy_ratio.is_some_and(|b| b < IDLE_SHARE)
+                && r.traced_share.is_none_or(|t| t >= FULLY_TRACED)
+        })
+    };
+    let (idle, others): (Vec<u32>, Vec<u32>) = candidates.iter().partition(|p| saw_nothing(p));
+    if idle.is_empty() {
+        return (idle, Vec::new());
+    }
+    let Some(device) = d.device_activity else {
+        return (Vec::new(), idle);
+    };
+    if device < IDLE_SHARE {
+        return (idle, Vec::new());
+    }
+    let explained: Option<f64> = others
+        .iter()
+        .map(|pid| d.activity.probe.get(pid)?.busy_ratio)
+        .sum();
+    match explained {
+        Some(e) if e + EXPLAINED_SLACK >= device * EXPLAINED_SHARE => (idle, Vec::new()),
+        _ => (Vec::new(), idle),
+    }
+}
+
+/// A probe that traced this much of the window traced all of it (report timing jitters).
+const FULLY_TRACED: f64 = 0.98;
+/// A throttled probe's busy ratio from its timeline: the covered share of the milliseconds it
+/// traced. Its span total over its traced time is not that: measured on the H100, a process
+/// replaying CUDA graphs keeps producing kernel records while the probe has them off (the
+/// graph's launches carry them), so its spans over its traced time read 0.92 for a process
+/// 40 % busy. The timeline marks those milliseconds untraced and counts none of it.
+fn traced_coverage(t: &ProbeTimeline) -> Option<f64> {
+    let (n, sum) = t
+        .covered
+        .iter()
+        .zip(&t.traced)
+        .filter(|(_, tr)| **tr)
+        .fold((0usize, 0.0), |(n, s), (c, _)| (n + 1, s + c));
+    (n >= MIN_COMMON_TRACED_MS).then(|| sum / n as f64)
+}
