@@ -30,7 +30,7 @@ print("kernel ms per request (median of runs):", {k: [round(x, 3) for x in v] fo
 print()
 print("| case | tenant | truth (event) | truth (kernels) | probe | probe − truth (kernels, points) | allowed | met | was (event truth) |")
 print("|---|---|---|---|---|---|---|---|---|")
-met = total = 0
+met = total = withheld = 0
 for cal_path, suite in zip(sys.argv[2::2], sys.argv[3::2]):
     cal = calib(cal_path)
     for line in open(suite):
@@ -42,6 +42,12 @@ for cal_path, suite in zip(sys.argv[2::2], sys.argv[3::2]):
             if p["kind"] == "holder":
                 continue
             src = "infer-graph" if p["kind"] == "infer-eager" else p["kind"]
+            if src not in kern:
+                # train: launch-bound, its event-timed step is no truth and no kernel time of
+                # it was measured (docs/validation.md, run 1); shown, not counted.
+                print(f'| {c["case"]} | {p["kind"]} {p["util"]} | {f(p["truth"])} | — | '
+                      f'{f(p["probe_share"] if ts else p["default_share"])} | — | — | not counted | — |')
+                continue
             ev = sum(n * m for n, m in zip(p["served"], cal[src]))
             kt = sum(n * m for n, m in zip(p["served"], kern[src]))
             truth = p["truth"] * kt / ev if ev else None
@@ -50,10 +56,16 @@ for cal_path, suite in zip(sys.argv[2::2], sys.argv[3::2]):
             err = None if share is None else (share - truth) * 100
             was = None if share is None else (share - p["truth"]) * 100
             ok = err is not None and abs(err) <= allowed
-            met += ok
-            total += 1
+            # Withheld with its reason (kernels that outlast time slices): absent, not wrong.
+            held = share is None and ts and ((p.get("stages") or {}).get("holds_others") or 0) >= 0.10
+            if held:
+                withheld += 1
+            else:
+                met += ok
+                total += 1
+            verdict = "withheld (outlasts slices)" if held else "yes" if ok else "**no**"
             print(f'| {c["case"]} | {p["kind"]} {p["util"]} | {f(p["truth"])} | {f(truth)} | {f(share)} | '
-                  f'{"—" if err is None else f"{err:+.1f}"} | {allowed:.1f} | {"yes" if ok else "**no**"} | '
+                  f'{"—" if err is None else f"{err:+.1f}"} | {allowed:.1f} | {verdict} | '
                   f'{"—" if was is None else f"{was:+.1f}"} |')
 print()
-print(f"within target: {met} of {total}")
+print(f"within target: {met} of {total}; withheld for kernels that outlast time slices: {withheld}")
