@@ -30,6 +30,7 @@ pub mod limits;
 mod probe_split;
 pub mod records;
 pub mod sharing;
+mod split_types;
 pub mod timeslice;
 pub mod view;
 

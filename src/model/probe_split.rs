@@ -4,11 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::compute::{
+use super::split_types::{
     DeviceCompute, DeviceSplit, Outlasting, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE,
 };
 use super::timeslice::{
-    aligned, held_by_others, outlasting_why, time_sliced_shares, Held, MIN_COMMON_TRACED_MS,
+    aligned, held_by_others, outlasting_why, timeline_shares, Held, MIN_COMMON_TRACED_MS,
 };
 
 /// Each candidate's probe figure over the window, for those whose probe has one: its kernel
@@ -44,10 +44,15 @@ pub(super) fn split_by_probes(
     out: &mut DeviceSplit,
     shares: &mut HashMap<u32, ProcessShare>,
 ) {
-    let lines = (!d.mps && !d.mig_instance && probed.len() > 1)
+    let lines = (!d.mig_instance && probed.len() > 1)
         .then(|| aligned(&probed, &d.activity.probe_timelines))
         .flatten();
-    let held = lines.as_deref().map(held_by_others).unwrap_or_default();
+    // Under MPS kernels run side by side: one inside another's span held nothing.
+    let held = lines
+        .as_deref()
+        .filter(|_| !d.mps)
+        .map(held_by_others)
+        .unwrap_or_default();
     let timelines = lines.and_then(|lines| {
         let sampled: Vec<u32> = candidates
             .iter()
@@ -60,7 +65,7 @@ pub(super) fn split_by_probes(
                     .is_some_and(|t| t < FULLY_TRACED)
             })
             .collect();
-        time_sliced_shares(&probed, &lines, &sampled, &held)
+        timeline_shares(&probed, &lines, &sampled, &held, d.mps)
     });
     // Kernels that outlast time slices: their spans hold others' slices and the switches
     // between them, which no record measures. Their shares are withheld, with timelines
@@ -117,6 +122,7 @@ pub(super) fn split_by_probes(
     out.probe_scale = Some(scale);
     out.from_timelines = from_timelines;
     out.why = match (from_timelines, scale < 1.0) {
+        (true, _) if d.mps => MPS_TIMELINE_WHY.into(),
         (true, false) => TIMELINE_WHY.into(),
         (true, true) => {
             format!("{TIMELINE_WHY}; capped by {scale:.3} to the device's busy time")
@@ -144,6 +150,9 @@ pub(super) fn split_by_probes(
     }
 }
 
+const MPS_TIMELINE_WHY: &str = "CUDA probe timelines under MPS: where other clients' kernels \
+    ran beside a process's, its kernels count by their solo durations (side by side, each ran \
+    slower than alone)";
 const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processes' kernels \
     covered is split among them (spans that overlap, by the kernels' solo durations)";
 

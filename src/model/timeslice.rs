@@ -179,11 +179,18 @@ pub fn held_by_others(lines: &[&ProbeTimeline]) -> Vec<Held> {
 /// Each process's share before the device's cap, with the stages behind it; `lines` are
 /// `probed`'s timelines ([`aligned`]) and `held` what [`held_by_others`] read of them. `None`
 /// unless enough milliseconds were traced by every process.
-pub fn time_sliced_shares(
+///
+/// `side_by_side`: the device runs several processes' kernels at once (MPS). A millisecond
+/// another process's kernels ran in too is not split: each process's kernels shared the SMs
+/// and ran longer than alone, so each counts what its kernels' solo durations explain, which
+/// is the GPU time its work took. Measured on the H100 (docs/validation.md, run 5), spans
+/// under MPS read 4–5 points above the tenants' kernel time, solo durations within 2.
+pub fn timeline_shares(
     probed: &[(u32, f64)],
     lines: &[&ProbeTimeline],
     sampled: &[u32],
     held: &[Held],
+    side_by_side: bool,
 ) -> Option<Vec<(u32, ProbeStages)>> {
     let len = lines.first()?.covered.len();
     let n = lines.len();
@@ -209,7 +216,13 @@ pub fn time_sliced_shares(
             if cov_sum - c > 0.0 {
                 contended_ms[i] += 1.0;
                 own_by_solo[i] += by_solo;
-                own[i] += if cov_sum <= 1.0 { c } else { by_solo };
+                own[i] += if side_by_side {
+                    l.solo[k].min(c)
+                } else if cov_sum <= 1.0 {
+                    c
+                } else {
+                    by_solo
+                };
             } else {
                 own_by_solo[i] += c;
                 own[i] += c;
@@ -294,7 +307,13 @@ mod tests {
             &[true, true, true, true, false, false, true, true],
         );
         let held = held_by_others(&[&long, &short]);
-        assert_eq!(held[0], Held { share: 0.5, ms: 2.0 });
+        assert_eq!(
+            held[0],
+            Held {
+                share: 0.5,
+                ms: 2.0
+            }
+        );
         assert_eq!(held[1], Held::default(), "short kernels hold nobody");
         // Alone, nothing is seen held.
         assert_eq!(held_by_others(&[&long]), vec![Held::default()]);
