@@ -88,8 +88,9 @@ pub struct ProbeStages {
     /// `spans` × (`own` / `timeline_covered`), or `own` from a probe tracing in duty cycles:
     /// the share before the device's cap.
     pub share: f64,
-    /// Of its covered time, the part in milliseconds its spans covered whole while another
-    /// tenant's kernels ran in them: its kernels outlast a time slice there.
+    /// Of its covered time (in milliseconds another tenant traced too), the part in
+    /// milliseconds its spans covered whole while another tenant's kernels ran in them: its
+    /// kernels outlast a time slice there ([`held_by_others`]).
     pub holds_others: f64,
     /// Those milliseconds, counted.
     pub held_ms: f64,
@@ -184,7 +185,7 @@ pub fn held_by_others(lines: &[&ProbeTimeline]) -> Vec<Held> {
 /// another process's kernels ran in too is not split: each process's kernels shared the SMs
 /// and ran longer than alone, so each counts what its kernels' solo durations explain, which
 /// is the GPU time its work took. Measured on the H100 (docs/validation.md, run 5), spans
-/// under MPS read 4–5 points above the tenants' kernel time, solo durations within 2.
+/// under MPS read up to 5.3 points above the tenants' kernel time, solo durations −2.7 to +1.8.
 pub fn timeline_shares(
     probed: &[(u32, f64)],
     lines: &[&ProbeTimeline],
