@@ -101,9 +101,19 @@ impl Drop for Clients {
     }
 }
 
-fn scenario(dir: &std::path::Path, pids: &[u32]) -> std::path::PathBuf {
+/// One GPU with the two `pids` on it, time-sliced; with `mps`, as clients of an MPS daemon
+/// (pid 1, which tessera never counts as a tenant).
+fn scenario(dir: &std::path::Path, pids: &[u32], mps: bool) -> std::path::PathBuf {
+    let (server, kind) = if mps {
+        (
+            "      - { pid: 1, gpu: 0, comm: nvidia-cuda-mps-server, kind: mps_server, memory_mib: 66 }\n",
+            ", kind: mps_client",
+        )
+    } else {
+        ("", "")
+    };
     let yaml = format!(
-        "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: 80 }}\n    processes:\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 60 }}\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 20 }}\n",
+        "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: 80 }}\n    processes:\n{server}      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 60{kind} }}\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 20{kind} }}\n",
         pids[0], pids[1]
     );
     let path = dir.join("probe.yaml");
@@ -130,7 +140,7 @@ fn probe_spans_become_shares_scaled_to_the_devices_busy_time() {
         fake_probe_client(&socket, 0.3),
     ]);
     let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario(dir.path(), &pids);
+    let path = scenario(dir.path(), &pids, false);
 
     let e = Exporter::builder(&path)
         .arg(format!("--probe.socket={}", socket.display()))
@@ -175,18 +185,19 @@ fn probe_spans_become_shares_scaled_to_the_devices_busy_time() {
     drop(clients);
 }
 
-/// Starts tessera on `clients`' probe socket, time-sliced on one GPU, and checks that their
-/// published busy shares settle at `expect` (`None`: withheld, no series) and that
-/// `/debug/attribution` says `debug_says`.
+/// Starts tessera on `clients`' probe socket, time-sliced on one GPU (under MPS with `mps`),
+/// and checks that their published busy shares settle at `expect` (`None`: withheld, no
+/// series) and that `/debug/attribution` says `debug_says`.
 fn assert_split(
     dir: &std::path::Path,
     clients: Clients,
+    mps: bool,
     expect: [Option<f64>; 2],
     debug_says: &[&str],
 ) {
     let socket = dir.join("probe.sock");
     let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario(dir, &pids);
+    let path = scenario(dir, &pids, mps);
     let e = Exporter::builder(&path)
         .arg(format!("--probe.socket={}", socket.display()))
         .arg("--web.enable-debug=true")
@@ -233,12 +244,33 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept()
     assert_split(
         dir.path(),
         clients,
+        false,
         [None, Some(0.25)],
         &[
             "CUDA probe timelines",
             "outlast time slices",
             "\"holds_others\":1.0",
         ],
+    );
+}
+
+#[test]
+fn under_mps_a_stretched_clients_kernels_count_by_their_solo_durations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    // Two MPS clients side by side in every millisecond: the first one's kernels cover half of
+    // it but would take 0.3 alone (they shared the SMs); the second's are not stretched. Their
+    // spans fit in the millisecond, which time-sliced would keep as they are.
+    let clients = Clients(vec![
+        fake_timeline_client(&socket, 0.5, 0.3, 0),
+        fake_timeline_client(&socket, 0.4, 0.4, 0),
+    ]);
+    assert_split(
+        dir.path(),
+        clients,
+        true,
+        [Some(0.3), Some(0.4)],
+        &["CUDA probe timelines under MPS", "\"method\":\"probe\""],
     );
 }
 
@@ -256,6 +288,7 @@ fn duty_cycled_probes_are_split_over_the_milliseconds_both_traced() {
     assert_split(
         dir.path(),
         clients,
+        false,
         [Some(0.45), Some(0.25)],
         &["CUDA probe timelines", "sampled: a probe traced 1"],
     );
