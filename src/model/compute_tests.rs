@@ -231,7 +231,7 @@ fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
         "{x} {y}"
     );
     assert!(s.why.contains("timelines"), "{}", s.why);
-    assert!(s.probe_stages.values().all(|st| !st.outlasts_slices()));
+    assert!(s.outlasting.is_empty());
     // 40 % + 40 %: the device reads 100 % busy, the work is 80 %.
     let [c, d] = time_sliced_pair(20.0, 20.0, 0.2, 10);
     act = activity(&[(1, 0.5), (2, 0.2)], &[(1, spans(&c)), (2, spans(&d))]);
@@ -327,7 +327,7 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept()
     assert_eq!(s.share_of(1).share, Some(0.5));
     assert_eq!(s.share_of(2).share, None);
     assert_eq!(s.share_of(2).busy_ratio, None);
-    assert!(s.probe_stages[&2].outlasts_slices() && !s.probe_stages[&1].outlasts_slices());
+    assert!(s.outlasting.contains_key(&2) && !s.outlasting.contains_key(&1));
     assert!((s.probe_stages[&2].share - 0.47).abs() < 1e-9);
     assert!(
         s.why.contains("outlast time slices") && s.why.contains("pid 2 100 %"),
@@ -344,7 +344,7 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept()
     act.probe_timelines = HashMap::from([(1, short), (2, long)]);
     let s = run(&procs, Some(1.0), false, &act);
     assert!(
-        !s.probe_stages[&2].outlasts_slices(),
+        !s.outlasting.contains_key(&2),
         "{:?}",
         s.probe_stages[&2]
     );

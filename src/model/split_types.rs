@@ -52,7 +52,7 @@ pub struct ActivityInputs {
     pub probe: HashMap<u32, ProbeReading>,
     pub probe_timelines: HashMap<u32, ProbeTimeline>,
     /// The trailing window, in seconds. A device counts idle only after reading idle over
-    /// most of it ([`device_idle_over_window`]); 0 lets one reading decide.
+    /// most of it (`compute::device_idle_over_window`); 0 lets one reading decide.
     pub window_seconds: f64,
 }
 

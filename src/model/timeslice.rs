@@ -21,7 +21,9 @@
 //! H100 a 16384² matmul beside three eager tenants ran 18.5–23.2 ms against 11.2 ms alone, and
 //! read +4 to +9 points by any split tried, docs/validation.md). A process whose spans held
 //! others' kernels in [`HELD_SHARE`] or more of its covered time is marked
-//! ([`ProbeStages::outlasts_slices`]) and its share is withheld, not guessed.
+//! ([`Held::outlasts_slices`]) and its share is withheld, not guessed, whether or not the
+//! timelines could split the device. Under MPS kernels run side by side and nothing is held:
+//! see [`timeline_shares`].
 //!
 //! For a probe that traced the whole window, the timeline gives the *fraction* of its span time
 //! that was its own; the amount comes from its span total over the activity window
@@ -96,19 +98,6 @@ pub struct ProbeStages {
     pub held_ms: f64,
 }
 
-impl ProbeStages {
-    /// Whether its kernels outlast time slices often enough that its span total holds other
-    /// tenants' slices and the switches between them, which no record measures: its share
-    /// is not knowable from the probes.
-    pub fn outlasts_slices(&self) -> bool {
-        Held {
-            share: self.holds_others,
-            ms: self.held_ms,
-        }
-        .outlasts_slices()
-    }
-}
-
 /// How much of a process's covered time its spans held other tenants' kernels.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Held {
@@ -120,7 +109,9 @@ pub struct Held {
 }
 
 impl Held {
-    /// See [`ProbeStages::outlasts_slices`].
+    /// Whether its kernels outlast time slices often enough that its span total holds other
+    /// tenants' slices and the switches between them, which no record measures: its share
+    /// is not knowable from the probes.
     pub fn outlasts_slices(&self) -> bool {
         self.ms >= MIN_HELD_MS && self.share >= HELD_SHARE
     }
