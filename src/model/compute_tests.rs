@@ -343,11 +343,7 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept()
     act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.5), (2, 0.5)]);
     act.probe_timelines = HashMap::from([(1, short), (2, long)]);
     let s = run(&procs, Some(1.0), false, &act);
-    assert!(
-        !s.outlasting.contains_key(&2),
-        "{:?}",
-        s.probe_stages[&2]
-    );
+    assert!(!s.outlasting.contains_key(&2), "{:?}", s.probe_stages[&2]);
     assert!(
         s.share_of(2).share.is_some_and(|v| v > 0.4),
         "{:?}",
