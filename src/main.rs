@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         let config = args.next().unwrap_or_default();
         return match nvml::isolate::child::run(&config.to_string_lossy()) {
             Ok(()) => ExitCode::SUCCESS,
+            Err(nvml::isolate::child::WorkerError::Reported(_)) => ExitCode::from(3),
             Err(e) => {
                 eprintln!("tessera-nvml-worker: {e}");
                 ExitCode::from(3)
@@ -140,8 +141,7 @@ fn main() -> ExitCode {
         None
     };
 
-    let source = match NvmlSource::open(settings.nvml_library.as_deref(), nvml_options(&settings))
-    {
+    let source = match NvmlSource::open(settings.nvml_library.as_deref(), nvml_options(&settings)) {
         Ok(source) => Some(source),
         Err(e @ NvmlOpenError::NotFound { .. }) => {
             eprintln!("tessera: {e}");

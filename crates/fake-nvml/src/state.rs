@@ -297,8 +297,12 @@ fn faults_for(world: &World, phase: usize, name: &str, gpu: Option<usize>) -> Ef
 fn crash(kind: CrashKind, why: &str) -> ! {
     eprintln!("fake-nvml: crashing on purpose ({why})");
     if kind == CrashKind::Segv {
-        // SAFETY: raising a signal at this process; its default action ends the process.
+        // A handler the host installed (Rust's stack-overflow check, tessera's crash note)
+        // runs first, as it would for a real fault; those reset the default action and return,
+        // so the second raise ends the process.
+        // SAFETY: raising a signal at this process.
         unsafe {
+            libc::raise(libc::SIGSEGV);
             libc::raise(libc::SIGSEGV);
         }
     }
@@ -319,7 +323,10 @@ impl GpmFlight {
             return None;
         }
         if GPM_IN_FLIGHT.fetch_add(1, Ordering::SeqCst) > 0 {
-            crash(CrashKind::Segv, &format!("{name} while another GPM call was in flight"));
+            crash(
+                CrashKind::Segv,
+                &format!("{name} while another GPM call was in flight"),
+            );
         }
         std::thread::sleep(Duration::from_millis(hold));
         Some(GpmFlight)
@@ -336,7 +343,14 @@ impl Drop for GpmFlight {
 /// initialized? valid handle? injected fault or delay? lost GPU? then `body`.
 pub fn entry(name: &'static str, target: Target, body: impl FnOnce(&mut Ctx) -> NvResult) -> Ret {
     guard(|| {
-        let (Effect { error, delay, crash: crash_now }, race_hold) = {
+        let (
+            Effect {
+                error,
+                delay,
+                crash: crash_now,
+            },
+            race_hold,
+        ) = {
             let g = lock();
             let rt = g.as_ref().ok_or(UNINITIALIZED)?;
             let gpu = resolve_target(&rt.world, target)?.map(|d| d.gpu);

@@ -114,7 +114,7 @@ impl NvmlOptions {
     /// enough for any call that eventually returns, short enough that a wedged worker does
     /// not keep its GPU dark for good.
     fn hang_limit(&self) -> Duration {
-        (self.gpu_timeout * 10).max(Duration::from_secs(20))
+        (self.gpu_timeout * 10).max(Duration::from_secs(5))
     }
 }
 

@@ -13,8 +13,10 @@ use super::{crash_note, Message, Request, Role, WorkerConfig};
 pub enum WorkerError {
     #[error("bad worker configuration: {0}")]
     Config(serde_json::Error),
+    /// NVML could not start; the supervisor has been told (and logs it), so this is not
+    /// printed again.
     #[error("{0}")]
-    Nvml(String),
+    Reported(String),
     #[error("cannot write to the supervisor: {0}")]
     Output(std::io::Error),
 }
@@ -64,7 +66,7 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
                     message: e.to_string(),
                 },
             )?;
-            return Err(WorkerError::Nvml(e.to_string()));
+            return Err(WorkerError::Reported(e.to_string()));
         }
     };
     let opts = NvmlOptions {
@@ -113,9 +115,20 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
         Role::Gpu(index) => {
             let mut cycle = CycleState::default();
             let key = format!("index:{index}");
-            let handle = nvml
-                .device_by_index(index)
-                .map_err(|e| WorkerError::Nvml(format!("GPU {index}: {e}")))?;
+            let handle = match nvml.device_by_index(index) {
+                Ok(h) => h,
+                Err(e) => {
+                    let message = format!("GPU {index}: {e}");
+                    write(
+                        &mut out,
+                        &Message::InitFailed {
+                            not_found: false,
+                            message: message.clone(),
+                        },
+                    )?;
+                    return Err(WorkerError::Reported(message));
+                }
+            };
             let identity = device::identity(cycle.ledger(), &key, index, &handle);
             let key = if identity.uuid.is_empty() {
                 key

@@ -90,8 +90,8 @@ impl Spawner {
 
 impl Link {
     pub fn spawn(spawner: &Spawner, config: &WorkerConfig) -> Result<Link, Lost> {
-        let config = serde_json::to_string(config)
-            .map_err(|e| Lost::Spawn(std::io::Error::other(e)))?;
+        let config =
+            serde_json::to_string(config).map_err(|e| Lost::Spawn(std::io::Error::other(e)))?;
         let mut command = Command::new(&spawner.program);
         command
             .arg(WORKER_ARG)

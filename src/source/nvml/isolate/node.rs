@@ -24,8 +24,7 @@ pub struct NodeWorker {
 }
 
 fn start(spawner: &Spawner, config: &WorkerConfig) -> Result<(Link, String), NvmlOpenError> {
-    let mut link =
-        Link::spawn(spawner, config).map_err(|e| NvmlOpenError::Worker(e.describe()))?;
+    let mut link = Link::spawn(spawner, config).map_err(|e| NvmlOpenError::Worker(e.describe()))?;
     match link.recv(START_LIMIT) {
         Ok(Message::NodeReady { driver_version }) => Ok((link, driver_version)),
         Ok(Message::InitFailed { not_found, message }) => {

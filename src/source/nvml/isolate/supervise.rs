@@ -107,7 +107,8 @@ impl GpuSupervisor {
             // The first restart is immediate; a worker that keeps dying is retried ever more
             // slowly, its GPU answered for as down in the meantime.
             if failures_in_a_row > 1 {
-                let wait = Duration::from_secs(1 << (failures_in_a_row - 2).min(5)).min(MAX_BACKOFF);
+                let wait =
+                    Duration::from_secs(1 << (failures_in_a_row - 2).min(5)).min(MAX_BACKOFF);
                 let until = Instant::now() + wait;
                 loop {
                     let left = until.saturating_duration_since(Instant::now());
