@@ -14,8 +14,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/gpus.csv"
 case "${1:-soak}" in
   soak)
+    CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
     python3 soak.py --fixed "$BIN_DIR/tessera" --base "$BIN_DIR/tessera-base" \
-      --hammer "$BIN_DIR/nvml_hammer" --probe "$(realpath "$BIN_DIR/libtessera_probe.so")" \
+      --hammer "$BIN_DIR/nvml_hammer" --probe "$(realpath "$BIN_DIR/libtessera_probe.so")" --cupti "$CUPTI" \
       --seconds "${SECONDS_SOAK:-600}" --out "$OUT/soak" ;;
   ddp)
     python3 ddp_check.py --tessera "$BIN_DIR/tessera" --seconds "${SECONDS_DDP:-45}" --out "$OUT/ddp" ;;

@@ -60,17 +60,22 @@ def descendants(pid):
 
 
 def footprint(pid):
-    rss_kib, fds = 0, 0
+    """RSS (shared pages counted in every process), PSS (shared pages split) and open fds."""
+    rss_kib, pss_kib, fds = 0, 0, 0
     for p in descendants(pid):
         try:
             with open(f"/proc/{p}/status") as f:
                 for line in f:
                     if line.startswith("VmRSS:"):
                         rss_kib += int(line.split()[1])
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        pss_kib += int(line.split()[1])
             fds += len(os.listdir(f"/proc/{p}/fd"))
         except OSError:
             continue
-    return rss_kib, fds
+    return rss_kib, pss_kib, fds
 
 
 def metric_sum(text, family, needle=""):
@@ -97,8 +102,9 @@ class Instance:
     def start(self):
         cmd = [self.binary, f"--web.listen-address=127.0.0.1:{self.port}", "--kube.enabled=false",
                "--kubelet.enabled=false", "--web.enable-debug=true"] + self.args
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log,
-                                     env={**os.environ, "TESSERA_PROBE_SOCKET": ""})
+        # TESSERA_PROBE_SOCKET is tessera's own --probe.socket mirror: keep the churn's out.
+        env = {k: v for k, v in os.environ.items() if k != "TESSERA_PROBE_SOCKET"}
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log, env=env)
         self.starts += 1
 
     def check(self, t):
@@ -133,9 +139,7 @@ class Instance:
 
 def churn(args, gpus, until, stats, sockets):
     """One short CUDA process every args.every seconds, round-robin over the GPUs."""
-    cupti = sorted(glob.glob("/usr/local/cuda*/**/libcupti.so*", recursive=True)
-                   + glob.glob("/opt/**/libcupti.so*", recursive=True)
-                   + glob.glob("/usr/**/site-packages/nvidia/**/libcupti.so*", recursive=True))
+    cupti = [args.cupti] if args.cupti else []
     procs, i, rng = [], 0, random.Random(31)
     while time.time() < until:
         gpu = i % gpus
@@ -178,6 +182,7 @@ def main():
     ap.add_argument("--base")
     ap.add_argument("--hammer")
     ap.add_argument("--probe")
+    ap.add_argument("--cupti", help="libcupti.so for the probe (TESSERA_PROBE_CUPTI)")
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--hammer-seconds", type=int, default=150)
     ap.add_argument("--every", type=float, default=0.9)
@@ -223,8 +228,9 @@ def main():
         if t >= next_foot:
             for inst in insts:
                 if inst.name.startswith("fixed") and inst.proc.poll() is None:
-                    rss, fds = footprint(inst.proc.pid)
-                    inst.footprints.append({"t": round(t), "rss_kib": rss, "fds": fds})
+                    rss, pss, fds = footprint(inst.proc.pid)
+                    inst.footprints.append({"t": round(t), "rss_kib": rss, "pss_kib": pss,
+                                            "fds": fds, "processes": len(descendants(inst.proc.pid))})
             next_foot += 10
         time.sleep(max(0.0, 1.0 - (time.time() - t0 - t)))
     for th in threads:
@@ -236,6 +242,7 @@ def main():
         growth = None
         if len(fp) >= 2 and fp[0]["rss_kib"]:
             growth = {"rss_first": fp[0]["rss_kib"], "rss_last": fp[-1]["rss_kib"],
+                      "pss_first": fp[0]["pss_kib"], "pss_last": fp[-1]["pss_kib"],
                       "rss_max": max(f["rss_kib"] for f in fp),
                       "fds_first": fp[0]["fds"], "fds_last": fp[-1]["fds"],
                       "fds_max": max(f["fds"] for f in fp)}
@@ -252,14 +259,15 @@ def main():
         json.dump(summary, f, indent=1)
     print(f"## soak: {gpus} GPUs, {args.seconds:.0f} s, {stats['launched']} CUDA processes "
           f"({stats['probed']} with the probe)")
-    print("| instance | starts | deaths (signals) | scrapes failed | worker restarts | samples | RSS 2 min → end (KiB) | fds 2 min → end |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| instance | starts | deaths (signals) | scrapes failed | worker restarts | samples | RSS 2 min → end (KiB) | PSS 2 min → end (KiB) | fds 2 min → end |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for i in summary["instances"]:
         g = i["footprint_min2_to_end"] or {}
         sigs = ",".join(sorted({d["signal"] or str(d["rc"]) for d in i["deaths"]})) or "-"
         print(f"| {i['name']} | {i['starts']} | {len(i['deaths'])} ({sigs}) | "
               f"{i['failed_scrapes']}/{i['scrapes']} | {i['worker_restarts'] or 0:.0f} | {i['samples'] or 0:.0f} | "
               f"{g.get('rss_first', '-')} → {g.get('rss_last', '-')} (max {g.get('rss_max', '-')}) | "
+              f"{g.get('pss_first', '-')} → {g.get('pss_last', '-')} | "
               f"{g.get('fds_first', '-')} → {g.get('fds_last', '-')} |")
     if hammer_results:
         print("\n| hammer group | result |\n|---|---|")
