@@ -344,7 +344,8 @@ impl NvmlSource {
         }
         // GPUs answer in parallel; one deadline bounds the whole cycle.
         let deadline = Instant::now() + self.opts.gpu_timeout;
-        let mut failed = self.ledger.cycle_failed();
+        let mut failed = self.ledger.cycle_failed()
+            || matches!(&self.backend, Backend::Process { node, .. } if node.failed);
         let mut gpus = Vec::with_capacity(self.gpus.len());
         for w in &mut self.gpus {
             let (sample, outcome) = w.collect(deadline);

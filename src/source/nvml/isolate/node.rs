@@ -19,6 +19,8 @@ pub struct NodeWorker {
     errors: CarriedCounts<&'static str>,
     xids: BTreeMap<String, (CarriedCounts<u32>, Option<u32>)>,
     pub restarts: BTreeMap<&'static str, u64>,
+    /// Whether the last node-wide sample had a failing call (or no answer).
+    pub failed: bool,
     failures_in_a_row: u32,
     retry_at: Instant,
 }
@@ -60,6 +62,7 @@ impl NodeWorker {
             errors: CarriedCounts::default(),
             xids: BTreeMap::new(),
             restarts: BTreeMap::new(),
+            failed: false,
             failures_in_a_row: 0,
             retry_at: Instant::now(),
         })
@@ -86,6 +89,7 @@ impl NodeWorker {
     /// The device count this sample, or `None` when the node worker cannot say (it died, or is
     /// being restarted): the sampler then keeps the GPUs it knows.
     pub fn sample(&mut self, limit: Duration) -> Option<u32> {
+        self.failed = true;
         if self.link.is_none() {
             if Instant::now() < self.retry_at {
                 return None;
@@ -113,9 +117,10 @@ impl NodeWorker {
                 device_count,
                 xids,
                 errors,
-                ..
+                failed,
             }) => {
                 self.failures_in_a_row = 0;
+                self.failed = failed;
                 self.errors
                     .update(errors.iter().map(|(k, v)| (intern(k), *v)).collect());
                 for (uuid, log) in xids {
