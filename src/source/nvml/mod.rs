@@ -171,7 +171,7 @@ enum Backend {
         _xids: Option<XidWatcher>,
     },
     Process {
-        node: isolate::node::NodeWorker,
+        node: Box<isolate::node::NodeWorker>,
         spawner: isolate::link::Spawner,
         library: Option<PathBuf>,
     },
@@ -225,10 +225,10 @@ impl NvmlSource {
             Isolation::Process => {
                 let spawner = isolate::link::Spawner::current()
                     .map_err(|e| NvmlOpenError::Worker(format!("cannot find this program: {e}")))?;
-                let node = isolate::node::NodeWorker::start(
+                let node = Box::new(isolate::node::NodeWorker::start(
                     spawner.clone(),
                     opts.worker_config(library, isolate::Role::Node),
-                )?;
+                )?);
                 Ok(Self {
                     driver_version: node.driver_version.clone(),
                     backend: Backend::Process {
