@@ -59,7 +59,9 @@ fn run(device: f64, mps: bool, tenants: &[(f64, ProbeTimeline)]) -> DeviceSplit 
 fn alternating(covered: f64, solo: f64, phase: usize) -> ProbeTimeline {
     let on = |k: usize| (k / 10) % 2 == phase;
     ProbeTimeline {
-        covered: (0..200).map(|k| if on(k) { covered } else { 0.0 }).collect(),
+        covered: (0..200)
+            .map(|k| if on(k) { covered } else { 0.0 })
+            .collect(),
         solo: (0..200).map(|k| if on(k) { solo } else { 0.0 }).collect(),
         traced: vec![true; 200],
     }
@@ -82,7 +84,10 @@ fn honest_graph_tenants_stretched_by_their_estimates_get_bounds_not_a_dispute() 
     let s = run(
         0.82,
         false,
-        &[(0.4, alternating(0.8, 0.44, 0)), (0.4, alternating(0.8, 0.44, 1))],
+        &[
+            (0.4, alternating(0.8, 0.44, 0)),
+            (0.4, alternating(0.8, 0.44, 1)),
+        ],
     );
     assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
     assert!(s.disputed.is_empty(), "{:?}", s.disputed);
@@ -92,7 +97,10 @@ fn honest_graph_tenants_stretched_by_their_estimates_get_bounds_not_a_dispute() 
         let sh = s.share_of(pid);
         assert_eq!((sh.share, sh.busy_ratio), (None, None), "{sh:?}");
         let (lo, hi) = (sh.lower.expect("floor"), sh.upper.expect("ceiling"));
-        assert!((lo - 0.22).abs() < 1e-9 && (hi - 0.4).abs() < 1e-9, "{lo} {hi}");
+        assert!(
+            (lo - 0.22).abs() < 1e-9 && (hi - 0.4).abs() < 1e-9,
+            "{lo} {hi}"
+        );
     }
     assert!(s.why.contains("bounds published"), "{}", s.why);
 }
@@ -101,7 +109,11 @@ fn honest_graph_tenants_stretched_by_their_estimates_get_bounds_not_a_dispute() 
 fn a_hidden_tenant_is_still_disputed() {
     // Tenant 2's probe hides its kernels: tenant 1's spans cover 0.8 of each millisecond for
     // 0.3 of solo work, alone every time. Past both marks: disputed, no bounds.
-    let s = run(0.8, false, &[(0.8, steady(0.8, 0.3)), (0.0, steady(0.0, 0.0))]);
+    let s = run(
+        0.8,
+        false,
+        &[(0.8, steady(0.8, 0.3)), (0.0, steady(0.0, 0.0))],
+    );
     assert_eq!(s.method, SplitMethod::Disputed, "{}", s.why);
     assert_eq!(s.disputed, vec![DisputeReason::StretchedAlone]);
     assert_eq!(s.share_of(1).lower, None);
@@ -110,7 +122,17 @@ fn a_hidden_tenant_is_still_disputed() {
     // alone for 50 of 1100 ms, 0.6 unexplained there (0.027 of the window); beside tenant 2
     // for the rest, neither stretched. Point figures withheld, bounds published.
     let n = 1100;
-    let lone = |a: f64, b: f64| (0..n).map(move |k| if k < 50 { a } else if k < 100 { 0.0 } else { b });
+    let lone = |a: f64, b: f64| {
+        (0..n).map(move |k| {
+            if k < 50 {
+                a
+            } else if k < 100 {
+                0.0
+            } else {
+                b
+            }
+        })
+    };
     let one = ProbeTimeline {
         covered: lone(1.0, 0.3).collect(),
         solo: lone(0.4, 0.3).collect(),
@@ -123,7 +145,10 @@ fn a_hidden_tenant_is_still_disputed() {
     };
     let s = run(0.6, false, &[(0.318, one), (0.273, two)]);
     assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
-    assert!(s.bounds_only.is_some_and(|v| (v - 0.6).abs() < 1e-9), "{s:?}");
+    assert!(
+        s.bounds_only.is_some_and(|v| (v - 0.6).abs() < 1e-9),
+        "{s:?}"
+    );
     assert!(s.share_of(1).lower.is_some() && s.share_of(1).share.is_none());
 }
 
@@ -132,14 +157,20 @@ fn honest_tenants_at_their_solo_pace_keep_point_figures_and_bounds_around_them()
     let s = run(
         0.8,
         false,
-        &[(0.4, alternating(0.8, 0.76, 0)), (0.4, alternating(0.8, 0.76, 1))],
+        &[
+            (0.4, alternating(0.8, 0.76, 0)),
+            (0.4, alternating(0.8, 0.76, 1)),
+        ],
     );
     assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
     assert_eq!(s.bounds_only, None);
     let sh = s.share_of(1);
     let (p, lo, hi) = (sh.share.unwrap(), sh.lower.unwrap(), sh.upper.unwrap());
     assert!(lo <= p && p <= hi, "{lo} {p} {hi}");
-    assert!((p - 0.4).abs() < 1e-9 && (lo - 0.38).abs() < 1e-9, "{lo} {p}");
+    assert!(
+        (p - 0.4).abs() < 1e-9 && (lo - 0.38).abs() < 1e-9,
+        "{lo} {p}"
+    );
 }
 
 #[test]
@@ -167,14 +198,21 @@ fn under_mps_graph_tenants_are_not_cut_to_their_solo_estimates() {
         let (lo, hi) = (sh.lower.unwrap(), sh.upper.unwrap());
         assert!(lo - 1e-9 <= p && p <= hi + 1e-9, "{lo} {p} {hi}");
         // Truth and spans were read over different windows of the run: 0.02 of noise.
-        assert!(lo <= t + 0.02 && t <= hi + 0.02, "bounds {lo} {hi} miss {t}");
+        assert!(
+            lo <= t + 0.02 && t <= hi + 0.02,
+            "bounds {lo} {hi} miss {t}"
+        );
     }
     // The solo rule's figures are the floor the fill starts from.
     assert!((s.share_of(1).lower.unwrap() - 0.22).abs() < 0.001);
 
     // Clients that really ran side by side without slowing (a device busy less than their
     // solo time adds up to): each keeps its solo figure, nothing is added.
-    let s = run(0.5, true, &[(0.5, steady(0.5, 0.3)), (0.4, steady(0.4, 0.4))]);
+    let s = run(
+        0.5,
+        true,
+        &[(0.5, steady(0.5, 0.3)), (0.4, steady(0.4, 0.4))],
+    );
     assert!((s.share_of(1).share.unwrap() - 0.3).abs() < 1e-9);
     assert!((s.share_of(2).share.unwrap() - 0.4).abs() < 1e-9);
 }

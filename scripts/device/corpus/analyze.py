@@ -13,7 +13,9 @@ Per honest tenant-read (a tenant that carries the real probe, on the GPU the dra
   false disp honest reads on a disputed split (`disputed`), and reads with neither a figure nor
              bounds (`withheld`)
 Per lying-probe read (under-claim, over-claim, silent): `caught` = the split was disputed;
-`charged` = the liar got a point figure anyway.
+`charged` = the liar got a point figure anyway. Honest reads whose point figure was withheld
+for bounds (a stretch short of a dispute, `bounds_only` on /debug/attribution) count in
+`bounds-only`, not as disputes.
 Targets (issue 32): coverage >= 90 %, accurate >= 95 %, bounds contain >= 95 %, false disputes
 <= 2 %, caught >= 95 %, MPS within 3 points."""
 import argparse
@@ -44,6 +46,7 @@ class Tally:
         return {"coverage": pct(c["point"], c["honest"]), "accurate": pct(c["accurate"], c["point"]),
                 "bounds": pct(c["bounds"], c["honest"]), "contain": pct(c["contain"], c["bounds"]),
                 "disputed": pct(c["disputed"], c["honest"]), "withheld": pct(c["withheld"], c["honest"]),
+                "bounds_only": pct(c["bounds_only"], c["honest"]),
                 "caught": pct(c["caught"], c["liar"]), "charged": pct(c["charged"], c["liar"])}
 
 
@@ -100,6 +103,8 @@ def tally_draw(d):
                 row["lo"].append(lo)
                 row["hi"].append(hi)
                 t.c["contain"] += lo - SLACK <= truth <= hi + SLACK
+            if gpu and gpu.get("bounds_only") is not None:
+                t.c["bounds_only"] += 1
             if method == "disputed":
                 t.c["disputed"] += 1
             elif fig is None and lo is None:
@@ -172,11 +177,11 @@ def suite(paths):
 
 def summary(total, by_mode):
     print()
-    print("| | coverage | accurate | bounds published | bounds contain | disputed | withheld | liars caught | liars charged |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| | coverage | accurate | bounds published | bounds contain | bounds only | disputed | withheld | liars caught | liars charged |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, t in [("all", total)] + sorted(by_mode.items()):
         r = t.row()
-        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['disputed']} "
+        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['bounds_only']} | {r['disputed']} "
               f"| {r['withheld']} | {r['caught']} | {r['charged']} |")
     for name, t in sorted(by_mode.items()):
         if t.err:

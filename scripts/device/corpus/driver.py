@@ -207,7 +207,7 @@ def read_once():
             "method": c.get("method"), "disputed": c.get("disputed", []),
             "device": c.get("device_activity"), "why": (c.get("why") or "")[:300],
             "candidates": c.get("candidates", []), "quiet": c.get("quiet", []),
-            "bounds": c.get("bounds"), "stages": c.get("probe_stages")}
+            "bounds_only": c.get("bounds_only"), "stages": c.get("probe_stages")}
     return {"t": round(time.time(), 2), "p": procs, "gpu": gpus}
 
 
