@@ -129,7 +129,10 @@ fn scenario_busy(dir: &std::path::Path, pids: &[u32], mps: bool, util: u32) -> s
 fn process_value(m: &str, family: &str, pid: u32) -> Option<f64> {
     value(m, &format!("{family}{{")).and(
         m.lines()
-            .find(|l| l.starts_with(family) && l.contains(&format!("pid=\"{pid}\"")))
+            // `{`: gpu_process_busy_ratio is also the start of its bounds' names.
+            .find(|l| {
+                l.starts_with(&format!("{family}{{")) && l.contains(&format!("pid=\"{pid}\""))
+            })
             .and_then(|l| l.rsplit_once(' ')?.1.parse().ok()),
     )
 }

@@ -40,7 +40,7 @@ MPS_POOL = [("hf-graph-0", "hf-graph", None), ("hf-graph-1", "hf-graph", None),
             ("st-embed-0", "st-embed", None), ("cbatch-0", "cbatch", None),
             ("train-0", "train", None), ("holder-0", "holder", None),
             ("liar-under", "timm", "under")]
-DUR, SKIP, LEAD = 26.0, 10.0, 2.0
+DUR, SKIP, LEAD = 22.0, 10.0, 2.0
 URL = "http://127.0.0.1:9950"
 RUN = "/tmp/corpus-run"
 PROCS = []  # every process this driver started, ended by pid at the end
