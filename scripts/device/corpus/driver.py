@@ -131,6 +131,10 @@ def calibrate(run, kinds, deadline, failures):
             break
         time.sleep(0.2)
     open(f"{run}/go", "w").close()
+    # A build still running now warms kernels beside the others' measurements: say which.
+    late = [f"{k}-{r}" for (k, r) in procs if f"{k}-{r}" not in os.listdir(f"{run}/built")]
+    if late:
+        failures.append({"phase": "calibration", "error": "built after the measurements began", "kinds": late})
     for (kind, rank), p in procs.items():
         try:
             p.wait(max(1.0, deadline - time.time()))

@@ -63,13 +63,19 @@ class HfGen:
     def __init__(self, graph, seed):
         self.model = llama(8, 1024, seed)
         self.kw = dict(do_sample=False, min_new_tokens=0)
-        if graph:
-            self.kw["cache_implementation"] = "static"
-            self.model.forward = torch.compile(self.model.forward, mode="reduce-overhead",
-                                               fullgraph=True)
         g = torch.Generator().manual_seed(seed)
         self.inputs = [torch.randint(5, 32000, (b, p), generator=g).to(DEV) for b, p, _ in self.CLASSES]
         self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+        if graph:
+            self.kw["cache_implementation"] = "static"
+            eager = self.model.forward
+            self.model.forward = torch.compile(eager, mode="reduce-overhead", fullgraph=True)
+            try:
+                self.serve(0)
+            except Exception as e:  # a transformers version whose generate breaks the graph
+                print("fullgraph compile failed, compiling with graph breaks:", e, file=sys.stderr)
+                torch._dynamo.reset()
+                self.model.forward = torch.compile(eager, mode="reduce-overhead")
 
     def serve(self, i):
         n = self.CLASSES[i][2]
