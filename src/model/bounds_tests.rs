@@ -143,7 +143,7 @@ fn a_hidden_tenant_is_still_disputed() {
         solo: lone(0.0, 0.3).collect(),
         traced: vec![true; n],
     };
-    let s = run(0.6, false, &[(0.318, one), (0.273, two)]);
+    let s = run(0.6, false, &[(350.0 / 1100.0, one), (300.0 / 1100.0, two)]);
     assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
     assert!(
         s.bounds_only.is_some_and(|v| (v - 0.6).abs() < 1e-9),

@@ -449,7 +449,7 @@ fn lone_stretch(candidates: &[u32], d: &DeviceCompute<'_>) -> Option<(f64, f64)>
 /// [`STRETCH_TOLERANCE`] but not past the dispute's mark: the point figures are withheld (the
 /// split cannot tell an estimate's error from a small hidden tenant) and the bounds stay.
 fn keep_bounds_only(split: &mut DeviceSplit, d: &DeviceCompute<'_>) {
-    if d.mps || !(split.from_timelines || !split.probe_idle.is_empty()) {
+    if d.mps || (!split.from_timelines && split.probe_idle.is_empty()) {
         return;
     }
     let timelined: Vec<u32> = split
