@@ -11,7 +11,11 @@ shows as not run, never as dropped):
   2. time-sliced: a pool of warmed tenants (some of them lying probes) carrying the probe;
      each draw wakes 2-6 of them with a duty, an arrival process and a seed;
   3. MPS: the same with a private MPS daemon (pipe and log folders under /tmp), quit at the end.
-Never changes GPU settings."""
+Never changes GPU settings.
+
+Dry run without a GPU (checks the plumbing, not the numbers): CORPUS_FAKE=1 with
+PYTHONPATH=scripts/device/corpus (fake_torch.py: requests sleep) and --tessera pointing at a
+wrapper that runs fake_tessera.py; --dur 8 --skip 2 --budget 130."""
 import argparse
 import json
 import os
@@ -180,8 +184,14 @@ def start_pool(run, phase, pool, probe, deadline, failures, two_gpus):
         time.sleep(0.2)
     ready = {}
     for name, p in procs.items():
-        if os.path.exists(f"{run}/ready/{name}") and p.poll() is None:
-            ready[name] = json.load(open(f"{run}/ready/{name}"))
+        info = None
+        try:
+            with open(f"{run}/ready/{name}") as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            pass
+        if info and p.poll() is None:
+            ready[name] = info
         else:
             failures.append({"phase": phase, "slot": name, "rc": p.poll(), "error": "not ready",
                              "log": tail(f"{run}/{phase}-{name}.log")})
