@@ -283,7 +283,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             process_interval: Duration::from_millis(PROCESS_INTERVAL_S * 100),
             collect_processes: true,
             collect_mig: true,
+            collect_gpm: true,
+            isolation: tessera::source::nvml::Isolation::Thread,
             gpu_timeout: Duration::from_secs(5),
+            log_level: "info".into(),
+            log_json: false,
         },
     );
     // Warm-up: discovery, capability learning, first GPM sample.

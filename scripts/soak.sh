@@ -16,8 +16,10 @@ TESSERA_FAKE_NVML_SCENARIO=tests/scenarios/soak.yaml "$BIN" --nvml.library="$LIB
   --log.level=warn 2>"$tmp/log" &
 pid=$!
 samples() { curl -s "127.0.0.1:$port/metrics" | awk '/^tessera_samples_total/ {print int($2)}'; }
-rss() { awk '/VmRSS/ {print $2}' "/proc/$pid/status"; }
-fds() { ls "/proc/$pid/fd" | wc -l; }
+# The exporter and its NVML worker processes (--nvml.isolation=process) together.
+procs() { echo "$pid" $(pgrep -P "$pid" || true); }
+rss() { for p in $(procs); do awk '/VmRSS/ {print $2}' "/proc/$p/status"; done | awk '{s += $1} END {print s}'; }
+fds() { for p in $(procs); do ls "/proc/$p/fd"; done | wc -l; }
 until [ -n "$(samples 2>/dev/null)" ]; do sleep 0.2; done
 # Let allocators and caches reach their working size before the first reading.
 while [ "$(samples)" -lt 2000 ]; do sleep 0.2; done
@@ -25,9 +27,10 @@ s0=$(samples); r0=$(rss); f0=$(fds); t0=$(date +%s)
 deadline=$((t0 + ${MAX_SECONDS:-900}))
 while [ "$(samples)" -lt $((s0 + CYCLES)) ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done
 s1=$(samples); r1=$(rss); f1=$(fds); t1=$(date +%s)
-echo "| cycles | seconds | RSS start KiB | RSS end KiB | fds start | fds end |"
-echo "|---|---|---|---|---|---|"
-echo "| $((s1 - s0)) | $((t1 - t0)) | $r0 | $r1 | $f0 | $f1 |"
-# Flat means: RSS grew by less than 10 % and no descriptor leaked.
-if [ "$r1" -gt $((r0 + r0 / 10)) ] || [ "$f1" -gt "$f0" ]; then echo "FAIL: growth"; exit 1; fi
+restarts=$(curl -s "127.0.0.1:$port/metrics" | awk '/^tessera_nvml_worker_restarts_total/ {s += $2} END {print s + 0}')
+echo "| cycles | seconds | processes | RSS start KiB | RSS end KiB | fds start | fds end | worker restarts |"
+echo "|---|---|---|---|---|---|---|---|"
+echo "| $((s1 - s0)) | $((t1 - t0)) | $(procs | wc -w) | $r0 | $r1 | $f0 | $f1 | $restarts |"
+# Flat means: RSS grew by less than 10 % and no descriptor leaked; and no NVML worker died.
+if [ "$r1" -gt $((r0 + r0 / 10)) ] || [ "$f1" -gt "$f0" ] || [ "$restarts" != 0 ]; then echo "FAIL: growth"; exit 1; fi
 echo "1 passed, 0 failed"

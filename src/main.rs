@@ -41,6 +41,19 @@ async fn shutdown_signal() {
 }
 
 fn main() -> ExitCode {
+    // A worker process that owns NVML for the exporter (`--nvml.isolation=process`).
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == nvml::isolate::WORKER_ARG) {
+        let config = args.next().unwrap_or_default();
+        return match nvml::isolate::child::run(&config.to_string_lossy()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(nvml::isolate::child::WorkerError::Reported(_)) => ExitCode::from(3),
+            Err(e) => {
+                eprintln!("tessera-nvml-worker: {e}");
+                ExitCode::from(3)
+            }
+        };
+    }
     // glibc gives every thread that allocates an arena of its own; an exporter with a thread
     // per GPU needs none of that concurrency, and each arena costs resident memory.
     // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
@@ -128,15 +141,18 @@ fn main() -> ExitCode {
         None
     };
 
-    match nvml::open(settings.nvml_library.as_deref()) {
-        Ok(_) => {}
+    let source = match NvmlSource::open(settings.nvml_library.as_deref(), nvml_options(&settings)) {
+        Ok(source) => Some(source),
         Err(e @ NvmlOpenError::NotFound { .. }) => {
             eprintln!("tessera: {e}");
             return ExitCode::from(1);
         }
         // The driver may still be loading: the sampler retries and /readyz stays false.
-        Err(e) => tracing::warn!(error = %e, "NVML not ready at start"),
-    }
+        Err(e) => {
+            tracing::warn!(error = %e, "NVML not ready at start");
+            None
+        }
+    };
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -149,7 +165,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    runtime.block_on(run(settings, demo_node, web))
+    runtime.block_on(run(settings, demo_node, web, source))
 }
 
 fn nvml_options(s: &Settings) -> NvmlOptions {
@@ -159,7 +175,11 @@ fn nvml_options(s: &Settings) -> NvmlOptions {
         process_interval: s.nvml_process_interval,
         collect_processes: s.collect_processes,
         collect_mig: s.collect_mig,
+        collect_gpm: s.collect_gpm,
+        isolation: s.nvml_isolation,
         gpu_timeout: s.nvml_timeout,
+        log_level: s.log_level.to_string(),
+        log_json: matches!(s.log_format, LogFormat::Json),
     }
 }
 
@@ -167,6 +187,7 @@ async fn run(
     mut settings: Settings,
     demo_node: Option<DemoNode>,
     web: Option<(std::path::PathBuf, tessera::web::WebConfig)>,
+    mut source: Option<NvmlSource>,
 ) -> ExitCode {
     // Bound before any source starts, so a taken port is the last line before exit 1 and not
     // buried under the log lines of sources that were about to be stopped anyway.
@@ -214,18 +235,13 @@ async fn run(
     let demo_services = match &demo_node {
         Some(node) => {
             // The demo kubelet allocates the devices the fake NVML reports.
-            let gpus = match nvml::open(settings.nvml_library.as_deref()) {
-                // A probe for the demo kubelet only: silenced, because the sampler discovers
-                // the same GPUs moments later and says so itself.
-                Ok(lib) => tracing::subscriber::with_default(
-                    tracing::subscriber::NoSubscriber::default(),
-                    || NvmlSource::new(lib, nvml_options(&settings)).sample().gpus,
-                ),
-                Err(e) => {
-                    eprintln!("tessera: demo: {e}");
-                    return ExitCode::from(1);
-                }
+            let Some(source) = source.as_mut() else {
+                eprintln!("tessera: demo: the fake NVML did not start");
+                return ExitCode::from(1);
             };
+            // The sampler's own source, sampled once for the demo kubelet (blocking, but
+            // before anything is served).
+            let gpus = tokio::task::block_in_place(|| source.sample().gpus);
             match demo::start_services(node, &settings.node_name, &gpus).await {
                 Ok(s) => {
                     settings.pod_resources_socket = s.socket.clone();
@@ -311,7 +327,7 @@ async fn run(
     };
 
     let (tx, rx) = tokio::sync::watch::channel(None);
-    let sampler = Sampler::new(
+    let mut sampler = Sampler::new(
         SamplerConfig {
             interval: settings.sample_interval,
             node: settings.node_name.clone(),
@@ -330,6 +346,9 @@ async fn run(
         feeds,
         tx,
     );
+    if let Some(source) = source {
+        sampler.adopt(source);
+    }
     let (stop_tx, stop_rx) = std::sync::mpsc::channel();
     let sampler = match sampler.spawn(stop_rx) {
         Ok(h) => h,

@@ -21,7 +21,7 @@ use crate::model::{CollectorStatus, NvmlSample, Snapshot};
 use crate::source::cgroup::{read_process_cgroup, CgroupError, CgroupIdentity};
 use crate::source::cpu::CpuTracker;
 use crate::source::kube::ClusterView;
-use crate::source::nvml::{self, NvmlOptions, NvmlSource, XidWatcher};
+use crate::source::nvml::{NvmlOptions, NvmlSource};
 use crate::source::podresources::Allocations;
 use crate::source::probe::ProbeBook;
 use crate::source::SourceState;
@@ -111,7 +111,6 @@ fn state_of<T>(rx: &Option<watch::Receiver<SourceState<T>>>) -> Option<SourceSta
 pub struct Sampler {
     cfg: SamplerConfig,
     source: Option<NvmlSource>,
-    _xids: Option<XidWatcher>,
     tx: watch::Sender<Option<Arc<Published>>>,
     feeds: Feeds,
     cgroups: CgroupCache,
@@ -136,7 +135,6 @@ impl Sampler {
             cpu: CpuTracker::new(cfg.activity_window),
             cfg,
             source: None,
-            _xids: None,
             tx,
             feeds,
             cgroups: CgroupCache::default(),
@@ -148,6 +146,12 @@ impl Sampler {
         }
     }
 
+    /// Starts with a source already opened (main opens one up front to report a missing NVML
+    /// library before serving).
+    pub fn adopt(&mut self, source: NvmlSource) {
+        self.source = Some(source);
+    }
+
     fn ensure_source(&mut self) -> bool {
         if self.source.is_some() {
             return true;
@@ -155,12 +159,8 @@ impl Sampler {
         if Instant::now() < self.retry_at {
             return false;
         }
-        match nvml::open(self.cfg.nvml_library.as_deref()) {
-            Ok(lib) => {
-                let source = NvmlSource::new(lib, self.cfg.nvml.clone());
-                self._xids = XidWatcher::start(lib, source.xid_counters())
-                    .map_err(|e| tracing::warn!(error = %e, "cannot start the XID watcher thread"))
-                    .ok();
+        match NvmlSource::open(self.cfg.nvml_library.as_deref(), self.cfg.nvml.clone()) {
+            Ok(source) => {
                 tracing::info!("NVML initialized");
                 self.source = Some(source);
                 true

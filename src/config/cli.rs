@@ -93,6 +93,15 @@ pub struct Cli {
     pub collect_mig: Option<String>,
     #[arg(long = "no-collect.mig", hide = true, overrides_with = "collect_mig")]
     pub no_collect_mig: bool,
+    /// Read GPM (SM, tensor and DRAM activity, NVLink and PCIe rates); turn it off where DCGM's profiling module must own the counters [default: true].
+    #[arg(long = "collect.gpm", env = "TESSERA_COLLECT_GPM", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_collect_gpm")]
+    pub collect_gpm: Option<String>,
+    #[arg(long = "no-collect.gpm", hide = true, overrides_with = "collect_gpm")]
+    pub no_collect_gpm: bool,
+    /// Where NVML runs: `process` (a worker process per GPU, restarted if the driver library crashes: a fault costs that GPU's samples, never the exporter) or `thread` (in the exporter itself) [default: process].
+    #[arg(long = "nvml.isolation", env = "TESSERA_NVML_ISOLATION")]
+    pub nvml_isolation: Option<String>,
     /// Longest label value kept; longer ones are cut and counted [default: 256].
     #[arg(
         long = "metrics.max-label-value-length",

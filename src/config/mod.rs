@@ -38,6 +38,8 @@ pub struct Settings {
     pub procfs: PathBuf,
     pub collect_processes: bool,
     pub collect_mig: bool,
+    pub collect_gpm: bool,
+    pub nvml_isolation: crate::source::nvml::Isolation,
     pub max_label_value_len: usize,
     pub max_series: usize,
     pub dcgm_compat: bool,
@@ -343,6 +345,17 @@ impl Settings {
             true,
         );
         let collect_mig = r.get_bool("collect.mig", &cli.collect_mig, cli.no_collect_mig, true);
+        let collect_gpm = r.get_bool("collect.gpm", &cli.collect_gpm, cli.no_collect_gpm, true);
+        let nvml_isolation = r.get(
+            "nvml.isolation",
+            &cli.nvml_isolation,
+            crate::source::nvml::Isolation::Process,
+            |s| match s.trim() {
+                "process" => Ok(crate::source::nvml::Isolation::Process),
+                "thread" => Ok(crate::source::nvml::Isolation::Thread),
+                _ => Err("expected `process` or `thread`".into()),
+            },
+        );
         let max_label_value_len = r.get(
             "metrics.max-label-value-length",
             &cli.max_label_value_len,
@@ -504,6 +517,8 @@ impl Settings {
             procfs,
             collect_processes,
             collect_mig,
+            collect_gpm,
+            nvml_isolation,
             max_label_value_len,
             max_series,
             dcgm_compat,

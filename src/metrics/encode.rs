@@ -231,6 +231,17 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
             *n as f64,
         );
     }
+    for (worker, reason, n) in &snap.nvml_worker_restarts {
+        out.push(
+            &table::TESSERA_NVML_WORKER_RESTARTS,
+            vec![
+                node(),
+                (label::WORKER.into(), worker.as_str().into()),
+                (label::REASON.into(), (*reason).into()),
+            ],
+            *n as f64,
+        );
+    }
     out.push(
         &table::TESSERA_SAMPLE_DURATION,
         vec![node()],

@@ -51,6 +51,7 @@ pub mod label {
     pub const PROCESS: &str = "process";
     pub const COLLECTOR: &str = "collector";
     pub const CALL: &str = "call";
+    pub const WORKER: &str = "worker";
     pub const VERSION: &str = "version";
     pub const REVISION: &str = "revision";
     pub const METHOD: &str = "method";
@@ -148,6 +149,7 @@ macro_rules! families {
 families! {
     GPU_INFO = "gpu_info", Gauge, &[NODE, GPU, UUID, SHARING_MODE, MODEL, DRIVER_VERSION, PCI_BUS_ID, MIG_MODE, COMPUTE_MODE], "Static facts about the GPU; value 1.";
     GPU_UP = "gpu_up", Gauge, GPU_LABELS, "1 while NVML answers for the GPU; 0 when it is lost or failing.";
+    GPU_DOWN_REASON = "gpu_down_reason", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON], "Present, at 1, while the GPU is down for a reason tessera knows: nvml_worker_died (the NVML worker process sampling it died; a new one is starting), nvml_worker_starting (restarting with backoff after repeated deaths) or nvml_timeout (its NVML calls missed --nvml.timeout).";
     GPU_MEMORY_TOTAL = "gpu_memory_total_bytes", Gauge, GPU_LABELS, "Framebuffer memory installed.";
     GPU_MEMORY_USED = "gpu_memory_used_bytes", Gauge, GPU_LABELS, "Framebuffer memory allocated.";
     GPU_MEMORY_RESERVED = "gpu_memory_reserved_bytes", Gauge, GPU_LABELS, "Framebuffer memory reserved by the driver.";
@@ -222,6 +224,7 @@ families! {
     TESSERA_COLLECTOR_DURATION = "tessera_collector_duration_seconds", Gauge, &[NODE, COLLECTOR], "Duration of the collector's last attempt.";
     TESSERA_ATTRIBUTION_GAPS = "tessera_attribution_gaps", Gauge, &[NODE, KIND], "Things the last join could not attribute: device IDs naming no device on this node, processes in pods without metadata.";
     TESSERA_NVML_ERRORS = "tessera_nvml_errors", Counter, &[NODE, CALL], "Failed NVML calls by call (calls a GPU does not support are learned once and not counted).";
+    TESSERA_NVML_WORKER_RESTARTS = "tessera_nvml_worker_restarts", Counter, &[NODE, WORKER, REASON], "Restarts of the worker processes that own NVML (--nvml.isolation=process), by worker (`node`, or the GPU's UUID) and reason: the signal it died of (sigsegv, sigabrt...), exit, or hung (stopped answering and was killed). Absent until a worker is restarted.";
     TESSERA_SAMPLE_DURATION = "tessera_sample_duration_seconds", Gauge, &[NODE], "Duration of the last whole sample cycle: every source read, the join and the encoding.";
     TESSERA_SERIES_DROPPED = "tessera_series_dropped", Gauge, &[NODE], "Per-container and per-process series left out of this exposition by --metrics.max-series.";
     TESSERA_LABEL_VALUES_TRUNCATED = "tessera_label_values_truncated", Gauge, &[NODE], "Label values cut to --metrics.max-label-value-length in this exposition.";

@@ -36,7 +36,7 @@ pub mod view;
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One NVML sample of the whole node.
 #[derive(Debug, Clone, Default)]
@@ -45,12 +45,15 @@ pub struct NvmlSample {
     pub gpus: Vec<GpuSample>,
     /// Failures per NVML call since start; calls a device does not support are not failures.
     pub errors_by_call: BTreeMap<&'static str, u64>,
+    /// Restarts of NVML worker processes since start: (worker — `node` or a GPU's UUID —,
+    /// reason, count).
+    pub worker_restarts: Vec<(String, &'static str, u64)>,
     /// Whether the last cycle completed without a failing call.
     pub success: bool,
     pub duration_seconds: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ComputeMode {
     Default,
     ExclusiveThread,
@@ -70,7 +73,7 @@ impl ComputeMode {
 }
 
 /// GPM activity, each a fraction in 0..=1.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpmActivity {
     pub sm_activity: f64,
     pub sm_occupancy: f64,
@@ -90,7 +93,7 @@ pub struct GpmActivity {
 
 /// Whether GPM answered for a GPU this sample, and if not, why (an unsupported GPU, a failing
 /// call, a metric NVML refuses): never shown as an idle GPU.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpmStatus {
     pub available: bool,
     /// Empty when available; else `not_supported` or NVML's error (`in_use`, `no_permission`...).
@@ -114,7 +117,7 @@ impl GpmStatus {
 }
 
 /// HBM rows remapped to spares since manufacture (persistent), and the remapper's state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemappedRows {
     pub correctable: u64,
     pub uncorrectable: u64,
@@ -123,7 +126,7 @@ pub struct RemappedRows {
     pub failed: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryBytes {
     pub total: u64,
     pub used: u64,
@@ -148,7 +151,7 @@ pub const CLOCK_EVENT_REASONS: [(u64, &str); 9] = [
 /// display's clock setting, sync boost) only inform.
 pub const CLOCK_SLOWDOWN_REASONS: u64 = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuSample {
     pub index: u32,
     pub uuid: String,
@@ -158,6 +161,9 @@ pub struct GpuSample {
     pub minor_number: Option<u32>,
     /// False when the GPU is lost or NVML fails for it; the figures below are then absent.
     pub up: bool,
+    /// Why the GPU is down, where tessera knows (its NVML worker died, a call timed out).
+    #[serde(default)]
+    pub down_reason: Option<String>,
     pub mig_enabled: Option<bool>,
     pub compute_mode: Option<ComputeMode>,
     /// NVML reports a vGPU guest.
@@ -197,7 +203,7 @@ pub struct GpuSample {
     pub processes: Vec<ProcessSample>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MigSample {
     pub uuid: String,
     pub gpu_instance_id: u32,
@@ -209,7 +215,7 @@ pub struct MigSample {
     pub gpm: Option<GpmActivity>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProcessKind {
     Compute,
@@ -229,7 +235,7 @@ impl ProcessKind {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessSample {
     pub pid: u32,
     pub name: String,

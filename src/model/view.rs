@@ -120,6 +120,8 @@ pub struct Snapshot {
     pub gpus: Vec<GpuView>,
     pub collectors: Vec<CollectorStatus>,
     pub nvml_errors: BTreeMap<&'static str, u64>,
+    /// Restarts of NVML worker processes: (worker, reason, count).
+    pub nvml_worker_restarts: Vec<(String, &'static str, u64)>,
     pub sample_duration_seconds: f64,
     /// Sample cycles published since start, this one included.
     pub samples_total: u64,

@@ -31,7 +31,7 @@ mod telemetry;
 mod timeline;
 pub mod world;
 
-pub use state::{EXPORTED, SCENARIO_ENV};
+pub use state::{EPOCH_ENV, EXPORTED, SCENARIO_ENV};
 
 /// Parses and validates a scenario file exactly as `nvmlInit_v2` does.
 pub fn validate_file(path: &std::path::Path) -> Result<world::World, String> {

@@ -29,6 +29,9 @@ pub struct Scenario {
     /// Faults active for the whole run.
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
+    /// Concurrent GPM calls crash the process (see [`GpmRaceSpec`]).
+    #[serde(default)]
+    pub gpm_race_crash: Option<GpmRaceSpec>,
     pub gpus: Vec<GpuSpec>,
     #[serde(default)]
     pub phases: Vec<PhaseSpec>,
@@ -313,6 +316,34 @@ pub struct FaultSpec {
     pub gpu: Option<usize>,
     pub error: Option<ErrorName>,
     pub slow_ms: Option<u64>,
+    /// Kill the calling process inside the call, as a faulting driver library does.
+    pub crash: Option<CrashKind>,
+    /// With `crash`: the matching call (counted in this process) that crashes; 1 by default.
+    pub after_calls: Option<u64>,
+}
+
+/// How a `crash` fault ends the process: a real signal, never an error code.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashKind {
+    /// SIGSEGV, as in the GPM crash seen on a 2-GPU H100 host.
+    Segv,
+    /// SIGABRT, as an assertion inside the library would.
+    Abort,
+}
+
+/// Crash like the real library did when two threads made GPM calls at once: every GPM call
+/// is held in flight for `hold_ms`, and a GPM call that starts while another thread's is in
+/// flight raises SIGSEGV.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpmRaceSpec {
+    #[serde(default = "default_race_hold")]
+    pub hold_ms: u64,
+}
+
+fn default_race_hold() -> u64 {
+    2
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

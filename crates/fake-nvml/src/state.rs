@@ -7,7 +7,7 @@
 use crate::activity::GpuActivity;
 use crate::events::EventSetState;
 use crate::gpm::GpmSampleRec;
-use crate::scenario::Scenario;
+use crate::scenario::{CrashKind, Scenario};
 use crate::world::{GpuDef, MigInstance, World};
 use nvml_wrapper_sys::bindings::*;
 use std::collections::HashMap;
@@ -32,6 +32,8 @@ pub const VERSION_MISMATCH: Ret = nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MI
 pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
 
 pub const SCENARIO_ENV: &str = "TESSERA_FAKE_NVML_SCENARIO";
+/// Unix time in µs at which the scenario clock starts (default: the process's first init).
+pub const EPOCH_ENV: &str = "TESSERA_FAKE_NVML_EPOCH_US";
 
 /// Every symbol the library exports; fault injection accepts these names
 /// (and their unversioned base names, e.g. `nvmlDeviceGetMemoryInfo`).
@@ -243,18 +245,25 @@ fn realistic_latency(name: &str) -> Duration {
     }
 }
 
-/// The first matching fault's error, and the summed delay of all matching ones.
-fn faults_for(
-    world: &World,
-    phase: usize,
-    name: &str,
-    gpu: Option<usize>,
-) -> (Option<Ret>, Duration) {
-    let mut error = None;
-    let mut delay = if world.realistic_latency {
-        realistic_latency(name)
-    } else {
-        Duration::ZERO
+/// What matching faults do to one call.
+#[derive(Default)]
+struct Effect {
+    /// The first matching fault's error.
+    error: Option<Ret>,
+    /// The summed delay of every matching fault.
+    delay: Duration,
+    /// A crash fault whose turn has come.
+    crash: Option<CrashKind>,
+}
+
+fn faults_for(world: &World, phase: usize, name: &str, gpu: Option<usize>) -> Effect {
+    let mut effect = Effect {
+        delay: if world.realistic_latency {
+            realistic_latency(name)
+        } else {
+            Duration::ZERO
+        },
+        ..Effect::default()
     };
     let phase_faults = &world.phase(phase).faults;
     for f in world.global_faults.iter().chain(phase_faults) {
@@ -270,34 +279,97 @@ fn faults_for(
             Some(g) => gpu == Some(g),
         };
         if call_matches && gpu_matches {
-            delay += Duration::from_millis(f.slow_ms);
-            if error.is_none() {
-                error = f.error;
+            effect.delay += Duration::from_millis(f.slow_ms);
+            if effect.error.is_none() {
+                effect.error = f.error;
+            }
+            if let Some(kind) = f.crash {
+                if f.calls.fetch_add(1, Ordering::Relaxed) + 1 >= f.after_calls {
+                    effect.crash = Some(kind);
+                }
             }
         }
     }
-    (error, delay)
+    effect
+}
+
+/// Ends the process the way a faulting driver library does: by a signal, not an error code.
+fn crash(kind: CrashKind, why: &str) -> ! {
+    eprintln!("fake-nvml: crashing on purpose ({why})");
+    if kind == CrashKind::Segv {
+        // A handler the host installed (Rust's stack-overflow check, tessera's crash note)
+        // runs first, as it would for a real fault; those reset the default action and return,
+        // so the second raise ends the process.
+        // SAFETY: raising a signal at this process.
+        unsafe {
+            libc::raise(libc::SIGSEGV);
+            libc::raise(libc::SIGSEGV);
+        }
+    }
+    std::process::abort()
+}
+
+/// GPM calls in flight in this process, for `gpm_race_crash`.
+static GPM_IN_FLIGHT: AtomicU64 = AtomicU64::new(0);
+
+/// Marks a GPM call in flight for the scenario's hold time, crashing if another thread's GPM
+/// call already is, as two GPUs' workers sampling GPM at once did on the real library.
+struct GpmFlight;
+
+impl GpmFlight {
+    fn enter(name: &str, hold_ms: Option<u64>) -> Option<GpmFlight> {
+        let hold = hold_ms?;
+        if !name.starts_with("nvmlGpm") || name == "nvmlGpmQueryDeviceSupport" {
+            return None;
+        }
+        if GPM_IN_FLIGHT.fetch_add(1, Ordering::SeqCst) > 0 {
+            crash(
+                CrashKind::Segv,
+                &format!("{name} while another GPM call was in flight"),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(hold));
+        Some(GpmFlight)
+    }
+}
+
+impl Drop for GpmFlight {
+    fn drop(&mut self) {
+        GPM_IN_FLIGHT.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// The common path of every export except init/shutdown/errorString:
 /// initialized? valid handle? injected fault or delay? lost GPU? then `body`.
 pub fn entry(name: &'static str, target: Target, body: impl FnOnce(&mut Ctx) -> NvResult) -> Ret {
     guard(|| {
-        let (error, delay) = {
+        let (
+            Effect {
+                error,
+                delay,
+                crash: crash_now,
+            },
+            race_hold,
+        ) = {
             let g = lock();
             let rt = g.as_ref().ok_or(UNINITIALIZED)?;
             let gpu = resolve_target(&rt.world, target)?.map(|d| d.gpu);
-            faults_for(
+            let effect = faults_for(
                 &rt.world,
                 rt.world.timeline.phase_at(rt.now_ms()),
                 name,
                 gpu,
-            )
+            );
+            (effect, rt.world.gpm_race_hold_ms)
         };
         if !delay.is_zero() {
             // Sleep unlocked: a slow call must not stall calls on other threads.
             std::thread::sleep(delay);
         }
+        if let Some(kind) = crash_now {
+            crash(kind, name);
+        }
+        let _in_flight = GpmFlight::enter(name, race_hold);
         let mut g = lock();
         let rt = g.as_mut().ok_or(UNINITIALIZED)?;
         if let Some(code) = error {
@@ -352,9 +424,16 @@ pub fn init(name: &'static str) -> Ret {
             eprintln!("fake-nvml: {msg}");
             UNKNOWN
         })?;
-        let (error, delay) = faults_for(&world, 0, name, None);
+        let Effect {
+            error,
+            delay,
+            crash: crash_now,
+        } = faults_for(&world, 0, name, None);
         drop(g);
         std::thread::sleep(delay);
+        if let Some(kind) = crash_now {
+            crash(kind, name);
+        }
         if let Some(code) = error {
             return Err(code);
         }
@@ -363,13 +442,11 @@ pub fn init(name: &'static str) -> Ret {
             // Another thread finished its init while we slept.
             Some(rt) => rt.refcount += 1,
             None => {
+                let (started, started_epoch_us) = clock_origin();
                 *g = Some(Runtime {
                     world: Arc::new(world),
-                    started: Instant::now(),
-                    started_epoch_us: std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_micros() as u64)
-                        .unwrap_or(0),
+                    started,
+                    started_epoch_us,
                     refcount: 1,
                     event_sets: HashMap::new(),
                     gpm_samples: HashMap::new(),
@@ -378,6 +455,28 @@ pub fn init(name: &'static str) -> Ret {
         }
         Ok(())
     })
+}
+
+/// Where the scenario clock starts: at this init, or at the Unix time in
+/// [`EPOCH_ENV`] (µs) when set, so that worker processes started (or restarted) at different
+/// moments play one node's timeline.
+fn clock_origin() -> (Instant, u64) {
+    let now = Instant::now();
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    let epoch_us = std::env::var(EPOCH_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&e| e <= now_us);
+    match epoch_us {
+        Some(e) => {
+            let since = Duration::from_micros(now_us - e);
+            (now.checked_sub(since).unwrap_or(now), e)
+        }
+        None => (now, now_us),
+    }
 }
 
 fn load_world() -> Result<World, String> {

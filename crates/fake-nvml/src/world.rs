@@ -22,6 +22,8 @@ pub struct World {
     /// `phases[p].gpus[g]`: activity of GPU g during phase p.
     pub phases: Vec<Phase>,
     pub global_faults: Vec<Fault>,
+    /// How long each GPM call stays in flight when concurrent GPM calls crash; `None`: they don't.
+    pub gpm_race_hold_ms: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -129,6 +131,10 @@ pub struct Fault {
     pub gpu: Option<usize>,
     pub error: Option<u32>,
     pub slow_ms: u64,
+    pub crash: Option<crate::scenario::CrashKind>,
+    pub after_calls: u64,
+    /// Matching calls so far in this process (for `after_calls`).
+    pub calls: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Bus numbers of the eight SXM GPUs on a typical HGX H100 board, so default
@@ -210,6 +216,7 @@ impl World {
             timeline,
             phases,
             global_faults,
+            gpm_race_hold_ms: s.gpm_race_crash.map(|r| r.hold_ms),
         })
     }
 
@@ -536,14 +543,20 @@ fn resolve_faults(specs: &[FaultSpec], gpu_count: usize) -> Result<Vec<Fault>, S
                     return Err(format!("[{i}]: GPU {g} does not exist"));
                 }
             }
-            if f.error.is_none() && f.slow_ms.is_none() {
-                return Err(format!("[{i}]: needs `error`, `slow_ms` or both"));
+            if f.error.is_none() && f.slow_ms.is_none() && f.crash.is_none() {
+                return Err(format!("[{i}]: needs `error`, `slow_ms` or `crash`"));
+            }
+            if f.after_calls.is_some() && f.crash.is_none() {
+                return Err(format!("[{i}]: `after_calls` needs `crash`"));
             }
             Ok(Fault {
                 call: f.call.clone(),
                 gpu: f.gpu,
                 error: f.error.map(|e| e.code()),
                 slow_ms: f.slow_ms.unwrap_or(0),
+                crash: f.crash,
+                after_calls: f.after_calls.unwrap_or(1).max(1),
+                calls: Default::default(),
             })
         })
         .collect()

@@ -55,6 +55,14 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
         1.0,
     );
     out.push_shared(&table::GPU_UP, &l, None, if s.up { 1.0 } else { 0.0 });
+    if let (false, Some(reason)) = (s.up, &s.down_reason) {
+        out.push_shared(
+            &table::GPU_DOWN_REASON,
+            &l,
+            Some((label::REASON, reason.clone())),
+            1.0,
+        );
+    }
     out.push_shared(&table::GPU_SHARERS, &l, None, f64::from(g.sharers));
     out.push_shared(&table::GPU_REPLICAS, &l, None, f64::from(g.replicas));
     // XIDs stay visible on a lost GPU: XID 79 is how it got lost.

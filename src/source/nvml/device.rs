@@ -9,6 +9,7 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::gpm::{gpm_metrics_get, GpmSample};
 use nvml_wrapper::{Device, Nvml};
 
+use super::gate::{self, GpmSlot};
 use super::ledger::{CallLedger, Outcome};
 use super::GpuState;
 use std::os::raw::c_uint;
@@ -41,7 +42,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// GPM works on pairs of samples; the previous one is kept between cycles.
 pub struct GpmState {
-    pub previous: Option<GpmSample<'static>>,
+    pub previous: GpmSlot,
 }
 
 pub fn identity(ledger: &mut CallLedger, key: &str, index: u32, d: &Device<'static>) -> GpuSample {
@@ -65,6 +66,19 @@ pub fn identity(ledger: &mut CallLedger, key: &str, index: u32, d: &Device<'stat
             ledger.call(key, "virtualization_mode", || d.virtualization_mode()),
             Outcome::Value(GpuVirtualizationMode::Vgpu)
         ),
+        ..Default::default()
+    }
+}
+
+/// The identity part of a sample: what a GPU keeps while it is down.
+pub fn identity_of(s: &GpuSample) -> GpuSample {
+    GpuSample {
+        index: s.index,
+        uuid: s.uuid.clone(),
+        model: s.model.clone(),
+        pci_bus_id: s.pci_bus_id.clone(),
+        minor_number: s.minor_number,
+        vgpu_guest: s.vgpu_guest,
         ..Default::default()
     }
 }
@@ -127,6 +141,7 @@ pub fn gpm_between(
     take: impl FnOnce() -> Result<GpmSample<'static>, NvmlError>,
 ) -> Result<Option<GpmActivity>, GpmError> {
     let current = take().map_err(GpmError::Call)?;
+    super::isolate::crash_note::set_call("gpm_metrics_get");
     let Some(prev) = previous.replace(current) else {
         return Ok(None);
     };
@@ -182,10 +197,17 @@ pub fn gpm_sampled(
     key: &str,
     call: &'static str,
     nvml: &'static Nvml,
-    previous: &mut Option<GpmSample<'static>>,
+    previous: &mut GpmSlot,
     take: impl FnOnce() -> Result<GpmSample<'static>, NvmlError>,
 ) -> (Option<GpmActivity>, Option<GpmStatus>) {
-    match gpm_between(nvml, previous, take) {
+    let Some(between) = gate::serialized(gate::GATE_WAIT, || {
+        super::isolate::crash_note::set_call(call);
+        gpm_between(nvml, &mut previous.0, take)
+    }) else {
+        let _: Outcome<()> = ledger.record(key, "gpm_gate", &NvmlError::Timeout);
+        return (None, Some(GpmStatus::unavailable(gate::GATE_BUSY.into())));
+    };
+    match between {
         Ok(Some(a)) => (Some(a), Some(GpmStatus::available())),
         Ok(None) => (None, None),
         Err(GpmError::Call(e)) => {
@@ -325,12 +347,16 @@ pub fn sample_gpu(
         .ok();
     s.pcie_replays = gpu.pcie_replays;
 
-    if gpu.gpm.is_none() {
+    if !gpu.collect_gpm {
+        s.gpm_status = Some(GpmStatus::unavailable("disabled".into()));
+    } else if gpu.gpm.is_none() {
         let support = ledger.call(key, "gpm_support", || d.gpm_support());
         if matches!(support, Outcome::Value(false) | Outcome::Unsupported) {
             s.gpm_status = Some(GpmStatus::unavailable("not_supported".into()));
         }
-        gpu.gpm = matches!(support, Outcome::Value(true)).then_some(GpmState { previous: None });
+        gpu.gpm = matches!(support, Outcome::Value(true)).then_some(GpmState {
+            previous: GpmSlot::default(),
+        });
     }
     if let Some(gpm) = gpu.gpm.as_mut() {
         (s.gpm, s.gpm_status) =

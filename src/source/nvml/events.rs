@@ -13,7 +13,7 @@ use nvml_wrapper::Nvml;
 
 /// What the watcher saw on one GPU. A GPU has an entry once its events are registered, so an
 /// empty one means "watched, no XID yet" and a missing one "not watched".
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct XidLog {
     pub counts: BTreeMap<u32, u64>,
     /// The most recent XID, as dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` reports it.

@@ -71,6 +71,7 @@ impl CallLedger {
         if self.knows_unsupported(device, call) {
             return Outcome::Unsupported;
         }
+        super::isolate::crash_note::set_call(call);
         match f() {
             Ok(v) => Outcome::Value(v),
             Err(e) => self.record(device, call, &e),

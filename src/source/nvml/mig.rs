@@ -24,7 +24,7 @@ pub struct MigCache {
     by_uuid: HashMap<String, MigStatic>,
     /// Keyed by instance UUID, not GPU instance id: a destroyed and recreated instance gets
     /// the same id, and a GPM delta across the two would mix different instances.
-    gpm: HashMap<String, Option<nvml_wrapper::gpm::GpmSample<'static>>>,
+    gpm: HashMap<String, super::gate::GpmSlot>,
     /// MIG device handles of the last cycle, by instance UUID, for per-instance process lists.
     pub handles: Vec<(String, Device<'static>)>,
 }

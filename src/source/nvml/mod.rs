@@ -6,6 +6,8 @@
 
 mod device;
 mod events;
+mod gate;
+pub mod isolate;
 mod ledger;
 mod mig;
 mod process;
@@ -35,6 +37,17 @@ pub enum NvmlOpenError {
     NotFound { detail: String },
     #[error("NVML failed to initialize: {0}")]
     Init(NvmlError),
+    #[error("NVML failed to initialize in its worker process: {0}")]
+    Worker(String),
+}
+
+/// Where NVML runs (`--nvml.isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// In worker processes: a fault inside the driver library costs that GPU's samples only.
+    Process,
+    /// In the exporter's own threads.
+    Thread,
 }
 
 /// Loads and initializes NVML once for the life of the process (devices borrow it).
@@ -71,8 +84,38 @@ pub struct NvmlOptions {
     pub process_interval: Duration,
     pub collect_processes: bool,
     pub collect_mig: bool,
+    /// Read GPM (`--collect.gpm`); off leaves the profiling counters to DCGM's profiling module.
+    pub collect_gpm: bool,
+    pub isolation: Isolation,
     /// How long a cycle waits for a GPU before reporting it down (a hung driver call).
     pub gpu_timeout: Duration,
+    /// The exporter's log settings, for worker processes to log alike.
+    pub log_level: String,
+    pub log_json: bool,
+}
+
+impl NvmlOptions {
+    fn worker_config(&self, library: Option<&Path>, role: isolate::Role) -> isolate::WorkerConfig {
+        isolate::WorkerConfig {
+            role,
+            library: library.map(Path::to_path_buf),
+            procfs: self.procfs.clone(),
+            slow_interval_ms: self.slow_interval.as_millis() as u64,
+            process_interval_ms: self.process_interval.as_millis() as u64,
+            collect_processes: self.collect_processes,
+            collect_mig: self.collect_mig,
+            collect_gpm: self.collect_gpm,
+            log_level: self.log_level.clone(),
+            log_json: self.log_json,
+        }
+    }
+
+    /// A worker process that stops answering for this long is killed and replaced: long
+    /// enough for any call that eventually returns, short enough that a wedged worker does
+    /// not keep its GPU dark for good.
+    fn hang_limit(&self) -> Duration {
+        (self.gpu_timeout * 10).max(Duration::from_secs(5))
+    }
 }
 
 /// What is kept per GPU between cycles (on that GPU's worker thread).
@@ -88,6 +131,7 @@ struct GpuState {
     memory_temperature_celsius: Option<f64>,
     mig_slices_total: Option<u32>,
     gpm: Option<device::GpmState>,
+    collect_gpm: bool,
     process_util: process::UtilizationReader,
     utilization_marks: utilization::SampleMarks,
     mig: mig::MigCache,
@@ -106,6 +150,7 @@ impl GpuState {
             memory_temperature_celsius: None,
             mig_slices_total: None,
             gpm: None,
+            collect_gpm: true,
             process_util: process::UtilizationReader::default(),
             utilization_marks: utilization::SampleMarks::default(),
             mig: mig::MigCache::default(),
@@ -119,8 +164,21 @@ fn is_due(last: Option<Instant>, interval: Duration) -> bool {
     last.is_none_or(|t| t.elapsed() >= interval - interval / 10)
 }
 
+/// Where the source's NVML calls are made.
+enum Backend {
+    Thread {
+        nvml: &'static Nvml,
+        _xids: Option<XidWatcher>,
+    },
+    Process {
+        node: isolate::node::NodeWorker,
+        spawner: isolate::link::Spawner,
+        library: Option<PathBuf>,
+    },
+}
+
 pub struct NvmlSource {
-    nvml: &'static Nvml,
+    backend: Backend,
     opts: NvmlOptions,
     /// Node-level calls (device count, handles, identity); per-GPU calls keep their own.
     ledger: CallLedger,
@@ -132,10 +190,11 @@ pub struct NvmlSource {
 }
 
 impl NvmlSource {
+    /// A source that calls NVML in this process (`--nvml.isolation=thread`), without XID events.
     pub fn new(nvml: &'static Nvml, opts: NvmlOptions) -> Self {
         let driver_version = nvml.sys_driver_version().unwrap_or_default();
         Self {
-            nvml,
+            backend: Backend::Thread { nvml, _xids: None },
             opts,
             ledger: CallLedger::default(),
             driver_version,
@@ -146,27 +205,106 @@ impl NvmlSource {
         }
     }
 
-    /// Counters the XID watcher thread increments, keyed by GPU UUID.
-    pub fn xid_counters(&self) -> events::Counters {
-        self.xids.clone()
+    /// Opens NVML where `opts.isolation` says, with XID events: in thread mode this loads the
+    /// library here; in process mode it starts the node worker and waits until NVML is up in
+    /// it (a missing library is reported the same way in both).
+    pub fn open(library: Option<&Path>, opts: NvmlOptions) -> Result<Self, NvmlOpenError> {
+        match opts.isolation {
+            Isolation::Thread => {
+                let nvml = open(library)?;
+                let mut source = Self::new(nvml, opts);
+                let watcher = XidWatcher::start(nvml, source.xids.clone())
+                    .map_err(|e| tracing::warn!(error = %e, "cannot start the XID watcher thread"))
+                    .ok();
+                source.backend = Backend::Thread {
+                    nvml,
+                    _xids: watcher,
+                };
+                Ok(source)
+            }
+            Isolation::Process => {
+                let spawner = isolate::link::Spawner::current()
+                    .map_err(|e| NvmlOpenError::Worker(format!("cannot find this program: {e}")))?;
+                let node = isolate::node::NodeWorker::start(
+                    spawner.clone(),
+                    opts.worker_config(library, isolate::Role::Node),
+                )?;
+                Ok(Self {
+                    driver_version: node.driver_version.clone(),
+                    backend: Backend::Process {
+                        node,
+                        spawner,
+                        library: library.map(Path::to_path_buf),
+                    },
+                    opts,
+                    ledger: CallLedger::default(),
+                    gpus: Vec::new(),
+                    last_slow: None,
+                    timeouts: 0,
+                    xids: Arc::default(),
+                })
+            }
+        }
+    }
+
+    fn device_count(&mut self) -> Option<u32> {
+        match &mut self.backend {
+            Backend::Thread { nvml, .. } => {
+                let nvml = *nvml;
+                self.ledger
+                    .call("node", "device_count", || nvml.device_count())
+                    .ok()
+            }
+            Backend::Process { node, .. } => {
+                let count = node.sample(self.opts.gpu_timeout);
+                self.driver_version.clone_from(&node.driver_version);
+                if let Ok(mut x) = self.xids.lock() {
+                    *x = node.xids();
+                }
+                count
+            }
+        }
     }
 
     fn discover(&mut self) {
-        let count = match self
-            .ledger
-            .call("node", "device_count", || self.nvml.device_count())
-        {
-            ledger::Outcome::Value(c) => c,
-            _ => return,
+        let Some(count) = self.device_count() else {
+            return;
         };
         if count as usize == self.gpus.len() {
             return;
         }
         tracing::info!(gpus = count, "discovered GPUs");
         let mut gpus = Vec::with_capacity(count as usize);
+        if let Backend::Process {
+            spawner, library, ..
+        } = &self.backend
+        {
+            for index in 0..count {
+                let supervisor = isolate::supervise::GpuSupervisor {
+                    index,
+                    config: self
+                        .opts
+                        .worker_config(library.as_deref(), isolate::Role::Gpu(index)),
+                    spawner: spawner.clone(),
+                    hang_limit: self.opts.hang_limit(),
+                    restarts: Arc::default(),
+                };
+                match GpuWorker::spawn_supervisor(supervisor) {
+                    Ok(w) => gpus.push(w),
+                    Err(e) => {
+                        tracing::error!(gpu = index, error = %e, "cannot start the GPU's supervisor thread")
+                    }
+                }
+            }
+            self.gpus = gpus;
+            return;
+        }
+        let Backend::Thread { nvml, .. } = &self.backend else {
+            return;
+        };
+        let nvml = *nvml;
         for index in 0..count {
             let key = format!("index:{index}");
-            let nvml = self.nvml;
             let Some(handle) = self
                 .ledger
                 .call(&key, "device_by_index", || nvml.device_by_index(index))
@@ -180,7 +318,7 @@ impl NvmlSource {
             } else {
                 identity.uuid.clone()
             };
-            match GpuWorker::spawn(self.nvml, handle, identity, key, self.opts.clone()) {
+            match GpuWorker::spawn(nvml, handle, identity, key, self.opts.clone()) {
                 Ok(w) => gpus.push(w),
                 Err(e) => {
                     tracing::error!(gpu = index, error = %e, "cannot start the GPU's sampling thread")
@@ -206,13 +344,17 @@ impl NvmlSource {
         }
         // GPUs answer in parallel; one deadline bounds the whole cycle.
         let deadline = Instant::now() + self.opts.gpu_timeout;
-        let mut failed = self.ledger.cycle_failed();
+        let mut failed = self.ledger.cycle_failed()
+            || matches!(&self.backend, Backend::Process { node, .. } if node.failed);
         let mut gpus = Vec::with_capacity(self.gpus.len());
         for w in &mut self.gpus {
             let (sample, outcome) = w.collect(deadline);
             let mut s = match (sample, outcome) {
                 (Some(s), worker::Outcome::Answered { failed: f }) => {
                     failed |= f;
+                    if !s.uuid.is_empty() {
+                        w.identity = device::identity_of(&s);
+                    }
                     if w.stuck {
                         tracing::info!(uuid = %w.identity.uuid, "GPU answers again");
                         w.stuck = false;
@@ -230,7 +372,10 @@ impl NvmlSource {
                         );
                         w.stuck = true;
                     }
-                    device::down(&w.identity)
+                    GpuSample {
+                        down_reason: Some("nvml_timeout".into()),
+                        ..device::down(&w.identity)
+                    }
                 }
             };
             if let Some(log) = xids.get(&w.identity.uuid) {
@@ -241,9 +386,26 @@ impl NvmlSource {
             gpus.push(s);
         }
         let mut errors = self.ledger.errors().clone();
+        let mut worker_restarts = Vec::new();
+        if let Backend::Process { node, .. } = &self.backend {
+            for (call, n) in node.errors() {
+                *errors.entry(call).or_default() += n;
+            }
+            for (reason, n) in &node.restarts {
+                worker_restarts.push(("node".to_owned(), *reason, *n));
+            }
+        }
         for w in &self.gpus {
             for (call, n) in &w.errors {
                 *errors.entry(call).or_default() += n;
+            }
+            let worker = if w.identity.uuid.is_empty() {
+                format!("index:{}", w.identity.index)
+            } else {
+                w.identity.uuid.clone()
+            };
+            for (reason, n) in w.restarts() {
+                worker_restarts.push((worker.clone(), reason, n));
             }
         }
         if self.timeouts > 0 {
@@ -253,6 +415,7 @@ impl NvmlSource {
             driver_version: self.driver_version.clone(),
             gpus,
             errors_by_call: errors,
+            worker_restarts,
             success: !failed,
             duration_seconds: started.elapsed().as_secs_f64(),
         }

@@ -28,6 +28,8 @@ pub struct GpuWorker {
     /// Missed the last deadline; logged once per episode.
     pub stuck: bool,
     pub errors: BTreeMap<&'static str, u64>,
+    /// Restarts of this GPU's worker process, by reason (empty for a worker thread).
+    restarts: super::isolate::supervise::Restarts,
 }
 
 pub enum Outcome {
@@ -45,18 +47,53 @@ impl GpuWorker {
     ) -> std::io::Result<Self> {
         let (requests, jobs) = channel::<bool>();
         let (answers, replies) = channel();
-        let state = GpuState::new(handle, identity.clone(), key);
+        let mut state = GpuState::new(handle, identity.clone(), key);
+        state.collect_gpm = opts.collect_gpm;
         std::thread::Builder::new()
             .name(format!("tessera-gpu{}", identity.index))
             .spawn(move || serve(nvml, state, opts, jobs, answers))?;
-        Ok(Self {
+        Ok(Self::new(identity, requests, replies, Default::default()))
+    }
+
+    fn new(
+        identity: GpuSample,
+        requests: Sender<bool>,
+        replies: Receiver<Reply>,
+        restarts: super::isolate::supervise::Restarts,
+    ) -> Self {
+        Self {
             identity,
             requests,
             replies,
             busy: false,
             stuck: false,
             errors: BTreeMap::new(),
-        })
+            restarts,
+        }
+    }
+
+    /// A GPU sampled by a worker process, relayed by a supervisor thread.
+    pub fn spawn_supervisor(
+        supervisor: super::isolate::supervise::GpuSupervisor,
+    ) -> std::io::Result<Self> {
+        let (requests, jobs) = channel::<bool>();
+        let (answers, replies) = channel();
+        let identity = GpuSample {
+            index: supervisor.index,
+            ..Default::default()
+        };
+        let restarts = supervisor.restarts.clone();
+        std::thread::Builder::new()
+            .name(format!("tessera-gpu{}", supervisor.index))
+            .spawn(move || supervisor.run(jobs, answers))?;
+        Ok(Self::new(identity, requests, replies, restarts))
+    }
+
+    pub fn restarts(&self) -> Vec<(&'static str, u64)> {
+        self.restarts
+            .lock()
+            .map(|r| r.iter().map(|(k, v)| (*k, *v)).collect())
+            .unwrap_or_default()
     }
 
     /// Asks for a fresh sample unless the previous request is still stuck in the driver. A
@@ -111,35 +148,61 @@ fn serve(
     jobs: Receiver<bool>,
     answers: Sender<Reply>,
 ) {
-    let mut ledger = CallLedger::default();
-    let mut names = process::NameCache::default();
+    let mut cycle = CycleState::default();
     while let Ok(slow_due) = jobs.recv() {
-        ledger.begin_cycle();
-        let mut s = device::sample_gpu(&mut ledger, &mut gpu, slow_due, nvml);
-        if s.up && gpu.mig_enabled == Some(true) && opts.collect_mig {
-            s.mig_instances = mig::sample_instances(&mut ledger, &mut gpu, nvml);
-        }
-        if s.up && opts.collect_processes {
-            s.processes = process::sample_processes(
-                &mut ledger,
-                &mut gpu,
-                &s.mig_instances,
-                &mut names,
-                &opts.procfs,
-                opts.process_interval,
-            );
-        }
-        if ledger.is_lost(&gpu.key) {
-            s = device::down(&gpu.identity);
-        }
-        names.retain_seen();
-        let reply = Reply {
-            sample: s,
-            errors: ledger.errors().clone(),
-            failed: ledger.cycle_failed(),
-        };
-        if answers.send(reply).is_err() {
+        if answers
+            .send(sample_once(nvml, &mut gpu, &opts, &mut cycle, slow_due))
+            .is_err()
+        {
             return;
         }
+    }
+}
+
+/// What a GPU's sampling keeps between cycles beside [`GpuState`].
+#[derive(Default)]
+pub struct CycleState {
+    ledger: CallLedger,
+    names: process::NameCache,
+}
+
+impl CycleState {
+    pub fn ledger(&mut self) -> &mut CallLedger {
+        &mut self.ledger
+    }
+}
+
+/// One sample of one GPU: the same on a worker thread and in a worker process.
+pub fn sample_once(
+    nvml: &'static Nvml,
+    gpu: &mut GpuState,
+    opts: &NvmlOptions,
+    cycle: &mut CycleState,
+    slow_due: bool,
+) -> Reply {
+    let ledger = &mut cycle.ledger;
+    ledger.begin_cycle();
+    let mut s = device::sample_gpu(ledger, gpu, slow_due, nvml);
+    if s.up && gpu.mig_enabled == Some(true) && opts.collect_mig {
+        s.mig_instances = mig::sample_instances(ledger, gpu, nvml);
+    }
+    if s.up && opts.collect_processes {
+        s.processes = process::sample_processes(
+            ledger,
+            gpu,
+            &s.mig_instances,
+            &mut cycle.names,
+            &opts.procfs,
+            opts.process_interval,
+        );
+    }
+    if ledger.is_lost(&gpu.key) {
+        s = device::down(&gpu.identity);
+    }
+    cycle.names.retain_seen();
+    Reply {
+        sample: s,
+        errors: ledger.errors().clone(),
+        failed: ledger.cycle_failed(),
     }
 }

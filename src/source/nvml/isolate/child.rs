@@ -1,0 +1,164 @@
+//! The worker process: loads NVML, then answers one request per line until its input closes.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::worker::{sample_once, CycleState};
+use super::super::{device, events, open, GpuState, Isolation, NvmlOptions};
+use super::{crash_note, Message, Request, Role, WorkerConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("bad worker configuration: {0}")]
+    Config(serde_json::Error),
+    /// NVML could not start; the supervisor has been told (and logs it), so this is not
+    /// printed again.
+    #[error("{0}")]
+    Reported(String),
+    #[error("cannot write to the supervisor: {0}")]
+    Output(std::io::Error),
+}
+
+fn init_log(config: &WorkerConfig) {
+    let level = config
+        .log_level
+        .parse::<tracing::Level>()
+        .unwrap_or(tracing::Level::INFO);
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    if config.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn write(out: &mut impl Write, message: &Message) -> Result<(), WorkerError> {
+    let mut line = serde_json::to_vec(message).map_err(|e| WorkerError::Output(e.into()))?;
+    line.push(b'\n');
+    out.write_all(&line)
+        .and_then(|()| out.flush())
+        .map_err(WorkerError::Output)
+}
+
+fn text_keys(errors: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
+    errors.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+}
+
+/// Runs a worker; `Ok` when the supervisor closed its input.
+pub fn run(config_json: &str) -> Result<(), WorkerError> {
+    let config: WorkerConfig = serde_json::from_str(config_json).map_err(WorkerError::Config)?;
+    crash_note::install();
+    init_log(&config);
+    let mut out = std::io::stdout().lock();
+    let nvml = match open(config.library.as_deref()) {
+        Ok(n) => n,
+        Err(e) => {
+            let not_found = matches!(e, super::super::NvmlOpenError::NotFound { .. });
+            write(
+                &mut out,
+                &Message::InitFailed {
+                    not_found,
+                    message: e.to_string(),
+                },
+            )?;
+            return Err(WorkerError::Reported(e.to_string()));
+        }
+    };
+    let opts = NvmlOptions {
+        procfs: config.procfs.clone(),
+        slow_interval: Duration::from_millis(config.slow_interval_ms),
+        process_interval: Duration::from_millis(config.process_interval_ms),
+        collect_processes: config.collect_processes,
+        collect_mig: config.collect_mig,
+        collect_gpm: config.collect_gpm,
+        isolation: Isolation::Thread,
+        gpu_timeout: Duration::from_secs(2),
+        log_level: config.log_level.clone(),
+        log_json: config.log_json,
+    };
+    let requests = std::io::stdin().lock().lines();
+    match config.role {
+        Role::Node => {
+            let driver_version = nvml.sys_driver_version().unwrap_or_default();
+            write(&mut out, &Message::NodeReady { driver_version })?;
+            let xids: events::Counters = Arc::default();
+            let _watcher = events::XidWatcher::start(nvml, xids.clone())
+                .map_err(|e| tracing::warn!(error = %e, "cannot start the XID watcher thread"))
+                .ok();
+            let mut ledger = super::super::ledger::CallLedger::default();
+            for line in requests {
+                let Ok(line) = line else { break };
+                if serde_json::from_str::<Request>(&line).is_err() {
+                    continue;
+                }
+                ledger.begin_cycle();
+                let device_count = ledger
+                    .call("node", "device_count", || nvml.device_count())
+                    .ok();
+                let xids = xids.lock().map(|m| m.clone()).unwrap_or_default();
+                write(
+                    &mut out,
+                    &Message::Node {
+                        device_count,
+                        xids: xids.into_iter().collect(),
+                        errors: text_keys(ledger.errors()),
+                        failed: ledger.cycle_failed(),
+                    },
+                )?;
+            }
+        }
+        Role::Gpu(index) => {
+            let mut cycle = CycleState::default();
+            let key = format!("index:{index}");
+            let handle = match nvml.device_by_index(index) {
+                Ok(h) => h,
+                Err(e) => {
+                    let message = format!("GPU {index}: {e}");
+                    write(
+                        &mut out,
+                        &Message::InitFailed {
+                            not_found: false,
+                            message: message.clone(),
+                        },
+                    )?;
+                    return Err(WorkerError::Reported(message));
+                }
+            };
+            let identity = device::identity(cycle.ledger(), &key, index, &handle);
+            let key = if identity.uuid.is_empty() {
+                key
+            } else {
+                identity.uuid.clone()
+            };
+            let mut gpu = GpuState::new(handle, identity.clone(), key);
+            gpu.collect_gpm = opts.collect_gpm;
+            write(
+                &mut out,
+                &Message::GpuReady {
+                    identity: Box::new(identity),
+                },
+            )?;
+            for line in requests {
+                let Ok(line) = line else { break };
+                let Ok(request) = serde_json::from_str::<Request>(&line) else {
+                    continue;
+                };
+                let reply = sample_once(nvml, &mut gpu, &opts, &mut cycle, request.slow_due);
+                write(
+                    &mut out,
+                    &Message::Gpu {
+                        sample: Box::new(reply.sample),
+                        errors: text_keys(&reply.errors),
+                        failed: reply.failed,
+                    },
+                )?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! A GPU's supervisor: a thread of the serving process that keeps one worker process alive for
+//! its GPU and relays requests to it. It speaks the same channels as an in-process GPU worker
+//! thread, so the sampler cannot tell them apart, except that a worker which dies is answered
+//! for at once (the GPU down, with why) and started again.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::super::device;
+use super::super::worker::Reply;
+use super::link::{Link, Lost, Spawner};
+use super::{intern, restart_reason, CarriedCounts, Message, Request, WorkerConfig};
+use crate::model::GpuSample;
+
+/// Restarts of one worker by reason, shared with the sampler for the exposition.
+pub type Restarts = Arc<Mutex<BTreeMap<&'static str, u64>>>;
+
+/// How long a new worker may take to load NVML and name its GPU.
+pub const START_LIMIT: Duration = Duration::from_secs(30);
+/// Longest wait between restarts of a worker that keeps dying.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The reason a GPU is down while its worker is being replaced.
+pub const DOWN_WORKER_DIED: &str = "nvml_worker_died";
+pub const DOWN_WORKER_STARTING: &str = "nvml_worker_starting";
+
+pub struct GpuSupervisor {
+    pub index: u32,
+    pub config: WorkerConfig,
+    pub spawner: Spawner,
+    /// A worker that has not answered a request for this long is killed and replaced.
+    pub hang_limit: Duration,
+    pub restarts: Restarts,
+}
+
+fn down(identity: &GpuSample, reason: &str) -> GpuSample {
+    GpuSample {
+        down_reason: Some(reason.to_owned()),
+        ..device::down(identity)
+    }
+}
+
+impl GpuSupervisor {
+    fn start(&self, identity: &mut GpuSample) -> Result<Link, Lost> {
+        let mut link = Link::spawn(&self.spawner, &self.config)?;
+        match link.recv(START_LIMIT)? {
+            Message::GpuReady { identity: id } => {
+                *identity = device::identity_of(&id);
+                Ok(link)
+            }
+            Message::InitFailed { message, .. } => {
+                tracing::warn!(gpu = self.index, error = %message, "NVML worker could not start");
+                link.kill();
+                Err(Lost::Died {
+                    status: None,
+                    note: None,
+                })
+            }
+            other => {
+                link.kill();
+                Err(Lost::Garbled(format!("{other:?}")))
+            }
+        }
+    }
+
+    /// Relays requests until the sampler hangs up. Each request gets exactly one reply.
+    pub fn run(self, jobs: Receiver<bool>, answers: Sender<Reply>) {
+        let mut identity = GpuSample {
+            index: self.index,
+            ..Default::default()
+        };
+        let mut errors = CarriedCounts::<&'static str>::default();
+        let mut failures_in_a_row: u32 = 0;
+        loop {
+            let lost = match self.start(&mut identity) {
+                Ok(mut link) => {
+                    let lost = self.serve(&mut link, &jobs, &answers, &identity, &mut errors);
+                    match lost {
+                        Served::Answered(lost) => {
+                            failures_in_a_row = 0;
+                            lost
+                        }
+                        Served::Nothing(lost) => lost,
+                        Served::HungUp => return,
+                    }
+                }
+                Err(lost) => lost,
+            };
+            failures_in_a_row += 1;
+            errors.worker_died();
+            let reason = restart_reason(lost.status(), matches!(lost, Lost::Hung));
+            *self
+                .restarts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(reason)
+                .or_default() += 1;
+            tracing::error!(
+                gpu = self.index,
+                uuid = %identity.uuid,
+                reason,
+                "NVML worker {}; its GPU reports down until a new one answers",
+                lost.describe()
+            );
+            // The first restart is immediate; a worker that keeps dying is retried ever more
+            // slowly, its GPU answered for as down in the meantime.
+            if failures_in_a_row > 1 {
+                let wait =
+                    Duration::from_secs(1 << (failures_in_a_row - 2).min(5)).min(MAX_BACKOFF);
+                let until = Instant::now() + wait;
+                loop {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    match jobs.recv_timeout(left) {
+                        Ok(_) => {
+                            let reply = Reply {
+                                sample: down(&identity, DOWN_WORKER_STARTING),
+                                errors: errors.totals(),
+                                failed: true,
+                            };
+                            if answers.send(reply).is_err() {
+                                return;
+                            }
+                        }
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+            }
+        }
+    }
+
+    fn serve(
+        &self,
+        link: &mut Link,
+        jobs: &Receiver<bool>,
+        answers: &Sender<Reply>,
+        identity: &GpuSample,
+        errors: &mut CarriedCounts<&'static str>,
+    ) -> Served {
+        let mut answered = false;
+        let end = |lost: Lost, answered: bool| {
+            if answered {
+                Served::Answered(lost)
+            } else {
+                Served::Nothing(lost)
+            }
+        };
+        loop {
+            let Ok(slow_due) = jobs.recv() else {
+                return Served::HungUp;
+            };
+            let result = link
+                .send(&Request { slow_due })
+                .and_then(|()| link.recv(self.hang_limit));
+            let reply = match result {
+                Ok(Message::Gpu {
+                    sample,
+                    errors: counted,
+                    failed,
+                }) => {
+                    errors.update(counted.iter().map(|(k, v)| (intern(k), *v)).collect());
+                    answered = true;
+                    Reply {
+                        sample: *sample,
+                        errors: errors.totals(),
+                        failed,
+                    }
+                }
+                Ok(other) => {
+                    link.kill();
+                    let lost = Lost::Garbled(format!("{other:?}"));
+                    self.answer_down(answers, identity, errors);
+                    return end(lost, answered);
+                }
+                Err(lost) => {
+                    self.answer_down(answers, identity, errors);
+                    return end(lost, answered);
+                }
+            };
+            if answers.send(reply).is_err() {
+                return Served::HungUp;
+            }
+        }
+    }
+
+    fn answer_down(
+        &self,
+        answers: &Sender<Reply>,
+        identity: &GpuSample,
+        errors: &CarriedCounts<&'static str>,
+    ) {
+        let _ = answers.send(Reply {
+            sample: down(identity, DOWN_WORKER_DIED),
+            errors: errors.totals(),
+            failed: true,
+        });
+    }
+}
+
+enum Served {
+    /// The worker was lost after answering at least once.
+    Answered(Lost),
+    /// The worker was lost before its first answer.
+    Nothing(Lost),
+    /// The sampler is gone: stop.
+    HungUp,
+}

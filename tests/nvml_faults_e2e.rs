@@ -1,0 +1,248 @@
+//! End to end: faults inside the NVML library itself (a SIGSEGV, an abort, a call that never
+//! returns, concurrent GPM calls that crash) against the real binary and the fake NVML. The
+//! exporter must keep serving, the GPUs the fault did not touch must lose no sample, and the
+//! touched GPU must be back within two samples of each crash (docs/reliability.md).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{value, Exporter};
+
+fn scenario_file(dir: &tempfile::TempDir, yaml: &str) -> std::path::PathBuf {
+    let path = dir.path().join("scenario.yaml");
+    std::fs::write(&path, yaml).expect("scenario");
+    path
+}
+
+fn series_value(m: &str, family: &str, needles: &[&str]) -> Option<f64> {
+    m.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .find(|l| needles.iter().all(|n| l.contains(n)))
+        .and_then(|l| l.rsplit_once(' '))
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+fn gpu_up(m: &str, gpu: &str) -> Option<f64> {
+    series_value(m, "gpu_up", &[&format!("gpu=\"{gpu}\"")])
+}
+
+const THREE_GPUS: &str = "gpus:
+  - { sku: h100-80gb-hbm3 }
+  - { sku: h100-80gb-hbm3 }
+  - { sku: h100-80gb-hbm3 }
+phases:
+  - at_ms: 0
+    processes:
+      - { pid: 8001, gpu: 0, comm: python3, memory_mib: 1000, sm_util: 50 }
+      - { pid: 8002, gpu: 1, comm: python3, memory_mib: 2000, sm_util: 40 }
+      - { pid: 8003, gpu: 2, comm: python3, memory_mib: 3000, sm_util: 30 }
+";
+
+/// What each scrape showed, for the whole run.
+struct Watch {
+    /// (tessera_samples_total, gpu_up by GPU index 0..3) per scrape.
+    scrapes: Vec<(f64, [Option<f64>; 3])>,
+    errors_seen: Vec<f64>,
+    last: String,
+}
+
+fn watch(e: &Exporter, for_how_long: Duration, error_call: &str) -> Watch {
+    let mut w = Watch {
+        scrapes: Vec::new(),
+        errors_seen: Vec::new(),
+        last: String::new(),
+    };
+    let until = Instant::now() + for_how_long;
+    while Instant::now() < until {
+        let (status, body) = e.get("/metrics").expect("/metrics answers throughout");
+        assert_eq!(status, 200, "/metrics answers throughout: {body}");
+        let samples = value(&body, "tessera_samples_total{").unwrap_or(0.0);
+        let ups = [gpu_up(&body, "0"), gpu_up(&body, "1"), gpu_up(&body, "2")];
+        w.scrapes.push((samples, ups));
+        if let Some(v) = series_value(
+            &body,
+            "tessera_nvml_errors_total",
+            &[&format!("call=\"{error_call}\"")],
+        ) {
+            w.errors_seen.push(v);
+        }
+        w.last = body;
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    w
+}
+
+/// The longest run of consecutive published samples in which `gpu` was down.
+fn longest_down_run(w: &Watch, gpu: usize) -> usize {
+    let mut by_sample: Vec<(u64, bool)> = w
+        .scrapes
+        .iter()
+        .map(|(n, ups)| (*n as u64, ups[gpu] == Some(0.0)))
+        .collect();
+    by_sample.dedup_by_key(|(n, _)| *n);
+    let (mut longest, mut run) = (0, 0);
+    for (_, down) in by_sample {
+        run = if down { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    longest
+}
+
+#[test]
+fn a_gpu_whose_nvml_worker_segfaults_is_back_next_sample_and_the_others_lose_none() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // GPU 1's worker dies of SIGSEGV on its 5th power reading, every life; its temperature
+    // read always fails, so its failed-call counter spans several worker lives.
+    let scenario = scenario_file(
+        &dir,
+        &format!(
+            "faults:
+  - {{ call: nvmlDeviceGetPowerUsage, gpu: 1, crash: segv, after_calls: 5 }}
+  - {{ call: nvmlDeviceGetTemperature, gpu: 1, error: unknown }}
+{THREE_GPUS}"
+        ),
+    );
+    let e = Exporter::builder(&scenario)
+        .arg("--sample.interval=200ms")
+        .start();
+    let w = watch(&e, Duration::from_secs(6), "temperature");
+    let restarts = series_value(
+        &w.last,
+        "tessera_nvml_worker_restarts_total",
+        &["reason=\"sigsegv\""],
+    )
+    .unwrap_or(0.0);
+    assert!(restarts >= 2.0, "restarts counted: {restarts}\n{}", w.last);
+    for untouched in [0, 2] {
+        assert!(
+            w.scrapes.iter().all(|(_, ups)| ups[untouched] == Some(1.0)),
+            "GPU {untouched} lost a sample"
+        );
+    }
+    let down_run = longest_down_run(&w, 1);
+    assert!(
+        (1..=2).contains(&down_run),
+        "GPU 1 down for {down_run} samples in a row (seen down at all, back within 2)"
+    );
+    assert!(
+        w.errors_seen.windows(2).all(|p| p[1] >= p[0]),
+        "a counter went backwards: {:?}",
+        w.errors_seen
+    );
+    let last_errors = w.errors_seen.last().copied().unwrap_or(0.0);
+    assert!(
+        last_errors > 5.0,
+        "failed calls carried across worker lives: {last_errors}"
+    );
+    let log = e.stop();
+    assert!(
+        log.contains("died of SIGSEGV in NVML call power_usage"),
+        "the restart is logged with the call that faulted:\n{log}"
+    );
+}
+
+#[test]
+fn an_abort_inside_nvml_costs_one_gpu_and_is_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_file(
+        &dir,
+        &format!(
+            "faults:
+  - {{ call: nvmlDeviceGetMemoryInfo, gpu: 2, crash: abort, after_calls: 3 }}
+{THREE_GPUS}"
+        ),
+    );
+    let e = Exporter::builder(&scenario)
+        .arg("--sample.interval=200ms")
+        .start();
+    e.wait_until("an abort counted", |e| {
+        series_value(
+            &e.metrics(),
+            "tessera_nvml_worker_restarts_total",
+            &["reason=\"sigabrt\""],
+        )
+        .is_some_and(|v| v >= 1.0)
+    });
+    let w = watch(&e, Duration::from_secs(2), "memory_info");
+    assert!(w.scrapes.iter().all(|(_, ups)| ups[0] == Some(1.0)));
+    assert!(w.scrapes.iter().all(|(_, ups)| ups[1] == Some(1.0)));
+    e.stop();
+}
+
+#[test]
+fn a_worker_that_stops_answering_is_killed_and_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_file(
+        &dir,
+        &format!(
+            "faults:
+  - {{ call: nvmlDeviceGetTemperature, gpu: 1, slow_ms: 600000 }}
+{THREE_GPUS}"
+        ),
+    );
+    let e = Exporter::builder(&scenario)
+        .arg("--sample.interval=200ms")
+        .arg("--nvml.timeout=300ms")
+        .start();
+    e.wait_until("GPU 1 reported down with its reason", |e| {
+        let m = e.metrics();
+        gpu_up(&m, "1") == Some(0.0)
+            && series_value(&m, "gpu_down_reason", &["gpu=\"1\""]).is_some()
+    });
+    // The hang limit is 5 s at this timeout; wait_until allows 20 s.
+    e.wait_until("a hung worker counted", |e| {
+        series_value(
+            &e.metrics(),
+            "tessera_nvml_worker_restarts_total",
+            &["reason=\"hung\""],
+        )
+        .is_some_and(|v| v >= 1.0)
+    });
+    let m = e.metrics();
+    assert_eq!(gpu_up(&m, "0"), Some(1.0));
+    assert_eq!(gpu_up(&m, "2"), Some(1.0));
+    e.stop();
+}
+
+/// The fake crashes like the real library when two threads make GPM calls at once
+/// (crates/fake-nvml/tests/crash.rs shows it does, unserialized). In thread mode tessera's GPU
+/// workers are threads of one process, so only the GPM gate keeps it alive here.
+#[test]
+fn concurrent_gpm_on_several_gpus_does_not_crash_either_mode() {
+    for isolation in ["thread", "process"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let scenario = scenario_file(
+            &dir,
+            "gpm_race_crash: { hold_ms: 3 }
+gpus:
+  - { sku: h100-80gb-hbm3 }
+  - { sku: h100-80gb-hbm3 }
+  - { sku: h100-80gb-hbm3 }
+  - { sku: h100-80gb-hbm3 }
+phases:
+  - at_ms: 0
+    processes:
+      - { pid: 8001, gpu: 0, comm: python3, memory_mib: 1000, sm_util: 50 }
+      - { pid: 8002, gpu: 1, comm: python3, memory_mib: 2000, sm_util: 40 }
+",
+        );
+        let e = Exporter::builder(&scenario)
+            .arg("--sample.interval=30ms")
+            .arg(format!("--nvml.isolation={isolation}"))
+            .start();
+        let m = e.wait_for_series("gpu_sm_activity_ratio{");
+        std::thread::sleep(Duration::from_secs(3));
+        let m2 = e.metrics();
+        assert!(
+            !m2.contains("tessera_nvml_worker_restarts_total{"),
+            "{isolation}: no worker died\n{m2}"
+        );
+        assert!(
+            value(&m2, "tessera_samples_total{") > value(&m, "tessera_samples_total{"),
+            "{isolation}: still sampling"
+        );
+        let log = e.stop();
+        assert!(!log.contains("crashing on purpose"), "{isolation}: {log}");
+    }
+}
