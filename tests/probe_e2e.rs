@@ -104,6 +104,11 @@ impl Drop for Clients {
 /// One GPU with the two `pids` on it, time-sliced; with `mps`, as clients of an MPS daemon
 /// (pid 1, which tessera never counts as a tenant).
 fn scenario(dir: &std::path::Path, pids: &[u32], mps: bool) -> std::path::PathBuf {
+    scenario_busy(dir, pids, mps, 80)
+}
+
+/// [`scenario`] with the device busy `util` per cent of the time.
+fn scenario_busy(dir: &std::path::Path, pids: &[u32], mps: bool, util: u32) -> std::path::PathBuf {
     let (server, kind) = if mps {
         (
             "      - { pid: 1, gpu: 0, comm: nvidia-cuda-mps-server, kind: mps_server, memory_mib: 66 }\n",
@@ -113,7 +118,7 @@ fn scenario(dir: &std::path::Path, pids: &[u32], mps: bool) -> std::path::PathBu
         ("", "")
     };
     let yaml = format!(
-        "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: 80 }}\n    processes:\n{server}      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 60{kind} }}\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 20{kind} }}\n",
+        "gpus:\n  - sku: h100-80gb-hbm3\nphases:\n  - at_ms: 0\n    gpus:\n      - {{ gpu: 0, utilization: {util} }}\n    processes:\n{server}      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 8000, sm_util: 60{kind} }}\n      - {{ pid: {}, gpu: 0, comm: python3, memory_mib: 4000, sm_util: 20{kind} }}\n",
         pids[0], pids[1]
     );
     let path = dir.join("probe.yaml");
@@ -124,7 +129,10 @@ fn scenario(dir: &std::path::Path, pids: &[u32], mps: bool) -> std::path::PathBu
 fn process_value(m: &str, family: &str, pid: u32) -> Option<f64> {
     value(m, &format!("{family}{{")).and(
         m.lines()
-            .find(|l| l.starts_with(family) && l.contains(&format!("pid=\"{pid}\"")))
+            // `{`: gpu_process_busy_ratio is also the start of its bounds' names.
+            .find(|l| {
+                l.starts_with(&format!("{family}{{")) && l.contains(&format!("pid=\"{pid}\""))
+            })
             .and_then(|l| l.rsplit_once(' ')?.1.parse().ok()),
     )
 }
@@ -195,9 +203,20 @@ fn assert_split(
     expect: [Option<f64>; 2],
     debug_says: &[&str],
 ) {
+    assert_split_busy(dir, clients, (mps, 80), expect, debug_says);
+}
+
+/// [`assert_split`] on a device busy `util` per cent of the time.
+fn assert_split_busy(
+    dir: &std::path::Path,
+    clients: Clients,
+    (mps, util): (bool, u32),
+    expect: [Option<f64>; 2],
+    debug_says: &[&str],
+) -> String {
     let socket = dir.join("probe.sock");
     let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario(dir, &pids, mps);
+    let path = scenario_busy(dir, &pids, mps, util);
     let e = Exporter::builder(&path)
         .arg(format!("--probe.socket={}", socket.display()))
         .arg("--web.enable-debug=true")
@@ -227,6 +246,7 @@ fn assert_split(
     }
     e.stop();
     drop(clients);
+    m
 }
 
 #[test]
@@ -261,17 +281,151 @@ fn under_mps_a_stretched_clients_kernels_count_by_their_solo_durations() {
     // Two MPS clients side by side in every millisecond: the first one's kernels cover half of
     // it but would take 0.3 alone (they shared the SMs); the second's are not stretched. Their
     // spans fit in the millisecond, which time-sliced would keep as they are.
+    // The device was busy as long as their spans' union: nothing is left for the solo figures
+    // to be short of.
     let clients = Clients(vec![
         fake_timeline_client(&socket, 0.5, 0.3, 0),
         fake_timeline_client(&socket, 0.4, 0.4, 0),
     ]);
-    assert_split(
+    assert_split_busy(
         dir.path(),
         clients,
-        true,
+        (true, 50),
         [Some(0.3), Some(0.4)],
         &["CUDA probe timelines under MPS", "\"method\":\"probe\""],
     );
+}
+
+#[test]
+fn under_mps_graph_clients_get_the_busy_time_their_solo_estimates_miss_within_bounds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    // Two MPS clients whose solo estimates explain 0.6 of their spans (CUDA-graph kernels,
+    // issue 32), on a device busy 70 % of the time: the solo figures (0.30 / 0.25) leave 0.15
+    // of it unexplained, shared out by the span time each one's estimates miss (0.20 / 0.15):
+    // 0.386 / 0.314. The rule before read 0.30 / 0.25. Bounds: solo-explained to spans.
+    let clients = Clients(vec![
+        fake_timeline_client(&socket, 0.5, 0.3, 0),
+        fake_timeline_client(&socket, 0.4, 0.25, 0),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let m = assert_split_busy(
+        dir.path(),
+        clients,
+        (true, 70),
+        [
+            Some(0.3 + 0.2 * 0.15 / 0.35),
+            Some(0.25 + 0.15 * 0.15 / 0.35),
+        ],
+        &["CUDA probe timelines under MPS"],
+    );
+    let near = |family: &str, pid: u32, want: f64| {
+        let got = process_value(&m, family, pid);
+        assert!(
+            got.is_some_and(|g| (g - want).abs() < 0.02),
+            "{family} {got:?}\n{m}"
+        );
+    };
+    near("gpu_process_busy_ratio_lower", pids[0], 0.3);
+    near("gpu_process_busy_ratio_upper", pids[0], 0.5);
+    near("gpu_process_busy_ratio_lower", pids[1], 0.25);
+    near("gpu_process_busy_ratio_upper", pids[1], 0.4);
+}
+
+/// Like [`fake_timeline_client`] (version 2, always traced), but its kernels run only in
+/// every other 10 ms (`phase` 0 the even tens, 1 the odd ones): two such clients take turns
+/// and every millisecond each covers is covered by it alone.
+fn fake_turns_client(socket: &std::path::Path, covered: f64, solo: f64, phase: u32) -> Child {
+    let script = r#"
+import socket, struct, sys, time
+path, cov, solo, phase = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+t0 = time.time_ns(); kernels = 0
+while True:
+    try:
+        s = socket.socket(socket.AF_UNIX); s.connect(path); break
+    except OSError:
+        time.sleep(0.05)
+start = t0 // 1_000_000; sent = start; full = 2
+on = struct.pack("<HH", int(cov * 1000), int(solo * 1000)); off = struct.pack("<HH", 0, 0)
+while True:
+    now = time.time_ns(); upto = now // 1_000_000
+    n = min(upto - sent, 16384); first = upto - n
+    kernels += 10
+    head = struct.pack("<4sIQQIIQQQII", b"TSP1", 2, int((now - t0) * cov / 2), kernels, full, 0,
+                       now, start, first, n, 0)
+    body = b"".join(on if (ms // 10) % 2 == phase else off for ms in range(first, upto))
+    try:
+        s.sendall(head + body)
+    except OSError:
+        sys.exit(0)  # tessera stopped
+    sent, full = upto, 0
+    time.sleep(0.2)
+"#;
+    run_client(script, socket, &[covered, solo, f64::from(phase)])
+}
+
+#[test]
+fn time_sliced_graph_tenants_stretched_by_their_estimates_get_bounds_and_a_hider_a_dispute() {
+    // Two tenants taking turns, 0.4 of the device each; their solo estimates explain 0.55 of
+    // their spans where each ran alone (CUDA-graph kernels' estimates err low, issue 32). The
+    // rule before disputed this as a hidden tenant and published nothing: now the point
+    // figures are withheld and the bounds published, 0.22 to 0.4.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    let clients = Clients(vec![
+        fake_turns_client(&socket, 0.8, 0.44, 0),
+        fake_turns_client(&socket, 0.8, 0.44, 1),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario(dir.path(), &pids, false);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .arg("--web.enable-debug=true")
+        .start();
+    e.wait_until("bounds", |e| {
+        let m = e.metrics();
+        pids.iter().all(|p| {
+            process_value(&m, "gpu_process_busy_ratio_lower", *p)
+                .is_some_and(|v| (v - 0.22).abs() < 0.02)
+        })
+    });
+    let m = e.metrics();
+    for p in &pids {
+        assert_eq!(process_value(&m, "gpu_process_busy_ratio", *p), None, "{m}");
+        let hi = process_value(&m, "gpu_process_busy_ratio_upper", *p);
+        assert!(hi.is_some_and(|v| (v - 0.4).abs() < 0.02), "{hi:?}\n{m}");
+    }
+    assert!(!m.contains(r#"method="disputed"} 1"#), "{m}");
+    let (_, debug) = e.get("/debug/attribution").expect("debug page");
+    assert!(debug.contains("bounds published"), "{debug}");
+    e.stop();
+    drop(clients);
+
+    // Unexplained past half of those milliseconds (0.3 of 0.8): a hidden tenant's mark.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    let clients = Clients(vec![
+        fake_turns_client(&socket, 0.8, 0.3, 0),
+        fake_turns_client(&socket, 0.8, 0.3, 1),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario(dir.path(), &pids, false);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .start();
+    e.wait_until("disputed", |e| {
+        e.metrics().contains(r#"method="disputed"} 1"#)
+    });
+    let m = e.metrics();
+    for p in &pids {
+        assert_eq!(
+            process_value(&m, "gpu_process_busy_ratio_lower", *p),
+            None,
+            "{m}"
+        );
+    }
+    e.stop();
+    drop(clients);
 }
 
 #[test]

@@ -24,6 +24,7 @@ fn row(ns: &str, pod: &str, container: &str, sm: Option<f64>) -> ContainerUse {
         memory_used_bytes: 0,
         sm_utilization: sm,
         busy_ratio: None,
+        busy_bounds: None,
         busy_seconds: 0.0,
         activity: Activity::Unknown,
         idle_seconds: 0.0,
@@ -49,6 +50,7 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         outlasting: Default::default(),
         idle_since: None,
         idle_unsettled: false,
+        bounds_only: None,
         shares: HashMap::new(),
     }
 }

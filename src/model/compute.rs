@@ -81,6 +81,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
                     .and_then(|r| r.busy_ratio)
                     .map(|_| 0.0),
                 quiet: true,
+                ..Default::default()
             };
             (pid, share)
         })
@@ -103,6 +104,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         outlasting: BTreeMap::new(),
         idle_since,
         idle_unsettled,
+        bounds_only: None,
         shares: HashMap::new(),
     };
     if candidates.is_empty() {
@@ -139,6 +141,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
                 share: Some(total),
                 busy_ratio: None,
                 quiet: false,
+                ..Default::default()
             },
         );
         out.method = SplitMethod::SoleActiveProcess;
@@ -174,6 +177,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
                     share: Some(0.0),
                     busy_ratio: shares.get(pid).and_then(|s| s.busy_ratio).map(|_| 0.0),
                     quiet: false,
+                    ..Default::default()
                 },
             );
         }

@@ -175,6 +175,7 @@ fn containers(
             memory_used_bytes: 0,
             sm_utilization: None,
             busy_ratio: None,
+            busy_bounds: None,
             busy_seconds: 0.0,
             activity: Activity::Unknown,
             idle_seconds: 0.0,
@@ -245,6 +246,18 @@ fn containers(
         } else {
             sum(|s| s.busy_ratio)
         };
+        // Bounds where the probes give them: a quiet process adds 0 to both.
+        let bound = |f: fn(&ProcessShare) -> Option<f64>| -> Option<f64> {
+            if !shares.iter().any(|s| f(s).is_some()) {
+                return None;
+            }
+            shares
+                .iter()
+                .map(|s| f(s).or(s.quiet.then_some(0.0)))
+                .sum::<Option<f64>>()
+                .map(|v| v.clamp(0.0, 1.0))
+        };
+        row.busy_bounds = bound(|s| s.lower).zip(bound(|s| s.upper));
         row.unallocated_use = ctx.allocations_known && !allocated && row.processes > 0;
         row.activity = if pids.is_empty() && unowned && split.method != SplitMethod::Idle {
             Activity::Unknown

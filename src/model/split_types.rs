@@ -115,6 +115,14 @@ pub struct ProcessShare {
     /// The probe's busy share after normalisation, when the probe reports for it.
     pub busy_ratio: Option<f64>,
     pub quiet: bool,
+    /// What the probes' evidence bounds its share by from below: the time its kernels' solo
+    /// durations explain ([`super::probe_split`], "Bounds"). `None` where no floor is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lower: Option<f64>,
+    /// ... and from above: the union of its kernel spans, which under time-slicing holds
+    /// others' slices and under MPS its kernels' slowdown beside others'.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upper: Option<f64>,
 }
 
 /// The split of one device, with the evidence `/debug/attribution` shows.
@@ -151,6 +159,12 @@ pub struct DeviceSplit {
     /// their shares withheld. What their spans held, and the share the probe claimed for them.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub outlasting: BTreeMap<u32, Outlasting>,
+    /// In milliseconds only one probe covered, the share of its span time its kernels' solo
+    /// durations did not explain, when that is past what an honest tenant's estimates miss
+    /// but short of a hidden tenant's mark: point figures withheld, bounds kept
+    /// ([`super::evidence`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds_only: Option<f64>,
     /// When the device's current run of readings below [`IDLE_SHARE`] began; `None` while it
     /// reads busy (or reads nothing). Carried to the next sample.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -50,6 +50,10 @@ pub struct ContainerUse {
     /// The CUDA probe's busy share (normalised under time-slicing), when every process of the
     /// container on the device reports.
     pub busy_ratio: Option<f64>,
+    /// What the probes' evidence bounds its share by, (lower, upper), summed over its
+    /// processes, when every one of them has bounds or is quiet ([`super::probe_split`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_bounds: Option<(f64, f64)>,
     /// Accumulated `busy_ratio` × sample interval.
     pub busy_seconds: f64,
     pub activity: Activity,

@@ -84,6 +84,7 @@ fn holder(
         memory_used_bytes: mib * MIB_U,
         sm_utilization: sm,
         busy_ratio: None,
+        busy_bounds: None,
         busy_seconds: 0.0,
         activity: Activity::Unknown,
         idle_seconds: 0.0,

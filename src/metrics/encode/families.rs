@@ -319,6 +319,8 @@ pub(super) fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &
         ),
         (&table::GPU_PROCESS_SM_UTILIZATION, p.compute.share),
         (&table::GPU_PROCESS_BUSY_RATIO, p.compute.busy_ratio),
+        (&table::GPU_PROCESS_BUSY_LOWER, p.compute.lower),
+        (&table::GPU_PROCESS_BUSY_UPPER, p.compute.upper),
         (
             &table::GPU_PROCESS_KERNELS,
             p.probe_kernels.map(|k| k as f64),
@@ -375,6 +377,10 @@ pub(super) fn container_families(out: &mut Families, node: &str, g: &GpuView, c:
     if let Some(b) = c.busy_ratio {
         out.push_shared(&table::GPU_CONTAINER_BUSY_RATIO, &l, None, b);
         out.push_shared(&table::GPU_CONTAINER_BUSY, &l, None, c.busy_seconds);
+    }
+    if let Some((lower, upper)) = c.busy_bounds {
+        out.push_shared(&table::GPU_CONTAINER_BUSY_LOWER, &l, None, lower);
+        out.push_shared(&table::GPU_CONTAINER_BUSY_UPPER, &l, None, upper);
     }
     if !c.allocations.is_empty() {
         let idle_now = c.activity == crate::model::compute::Activity::Idle;

@@ -1,0 +1,205 @@
+"""Exact mode's honesty, measured as an alarm is (issue 32), per draw and in total.
+
+  analyze.py corpus.jsonl [more.jsonl ...]          the corpus (driver.py)
+  analyze.py --suite docs/data/...run5-a.jsonl ...  the earlier suite's records (suite.sh): one
+                                                    averaged figure per tenant and case, so each
+                                                    read counts that average (marked "case mean")
+
+Per honest tenant-read (a tenant that carries the real probe, on the GPU the draw runs on):
+  coverage   a point figure was published (gpu_process_busy_ratio)
+  accurate   of those, within max(3 points, 10 % of truth) of the kernel-time truth
+  bounds     reads with gpu_process_busy_ratio_lower/_upper; `contain`: lower - 0.01 <= truth
+             <= upper + 0.01 (0.01: the gauge's rounding and the truth window's edges)
+  false disp honest reads on a disputed split (`disputed`), and reads with neither a figure nor
+             bounds (`withheld`)
+Per lying-probe read (under-claim, over-claim, silent): `caught` = the split was disputed;
+`charged` = the liar got a point figure anyway. Honest reads whose point figure was withheld
+for bounds (a stretch short of a dispute, `bounds_only` on /debug/attribution) count in
+`bounds-only`, not as disputes.
+Targets (issue 32): coverage >= 90 %, accurate >= 95 %, bounds contain >= 95 %, false disputes
+<= 2 %, caught >= 95 %, MPS within 3 points."""
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+SLACK = 0.01
+
+
+def accurate(fig, truth):
+    return abs(fig - truth) <= max(0.03, 0.10 * truth)
+
+
+class Tally:
+    def __init__(self):
+        self.c = defaultdict(int)
+        self.err = []
+
+    def add(self, other):
+        for k, v in other.c.items():
+            self.c[k] += v
+        self.err += other.err
+
+    def row(self):
+        c = self.c
+        pct = lambda a, b: f"{100 * a / b:.0f} % ({a}/{b})" if b else "—"
+        return {"coverage": pct(c["point"], c["honest"]), "accurate": pct(c["accurate"], c["point"]),
+                "bounds": pct(c["bounds"], c["honest"]), "contain": pct(c["contain"], c["bounds"]),
+                "disputed": pct(c["disputed"], c["honest"]), "withheld": pct(c["withheld"], c["honest"]),
+                "bounds_only": pct(c["bounds_only"], c["honest"]),
+                "caught": pct(c["caught"], c["liar"]), "charged": pct(c["charged"], c["liar"])}
+
+
+def corpus_draws(paths):
+    for path in paths:
+        header = None
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                if rec.get("type") == "header":
+                    header = rec
+                    print(f"# {path}: seed {rec['seed']}, commit {rec['commit']}, card {rec.get('card')!r}")
+                elif rec.get("type") == "footer":
+                    print(f"# draws run: ts {rec['ts_draws_run']}, mps {rec['mps_draws_run']}; "
+                          f"planned, not run: {len(rec['planned_not_run'])}; wall {rec['wall_s']} s")
+                    for fl in rec["failures"]:
+                        print("# failure:", json.dumps({k: v for k, v in fl.items() if k != "log"}))
+                elif rec.get("type") == "draw":
+                    yield header, rec
+
+
+def tally_draw(d):
+    """One corpus draw: per tenant, its reads classified; returns (Tally, per-tenant rows)."""
+    t = Tally()
+    rows = []
+    reads = [r for r in d["reads"] if "p" in r]
+    for ten in d["tenants"]:
+        pid, truth = str(ten.get("pid")), ten.get("truth")
+        row = {"slot": ten["slot"], "kind": ten["kind"], "liar": ten.get("liar"), "duty": ten["duty"],
+               "truth": truth, "error": ten.get("error"), "figs": [], "lo": [], "hi": [], "methods": defaultdict(int)}
+        if ten.get("pid") is None or truth is None:
+            rows.append(row)
+            continue
+        for r in reads:
+            v = r["p"].get(pid, [None] * 4)
+            gpu = next((g for g in r["gpu"].values() if int(pid) in g.get("candidates", []) + g.get("quiet", [])), None)
+            method = gpu["method"] if gpu else "absent"
+            row["methods"][method] += 1
+            fig, lo, hi = v[0], v[1], v[2]
+            if ten.get("liar"):
+                t.c["liar"] += 1
+                t.c["caught"] += method == "disputed"
+                t.c["charged"] += fig is not None
+                continue
+            t.c["honest"] += 1
+            if fig is not None:
+                t.c["point"] += 1
+                row["figs"].append(fig)
+                if accurate(fig, truth):
+                    t.c["accurate"] += 1
+                t.err.append(fig - truth)
+            if lo is not None and hi is not None:
+                t.c["bounds"] += 1
+                row["lo"].append(lo)
+                row["hi"].append(hi)
+                t.c["contain"] += lo - SLACK <= truth <= hi + SLACK
+            if gpu and gpu.get("bounds_only") is not None:
+                t.c["bounds_only"] += 1
+            if method == "disputed":
+                t.c["disputed"] += 1
+            elif fig is None and lo is None:
+                t.c["withheld"] += 1
+        rows.append(row)
+    return t, rows
+
+
+def mean(v):
+    return sum(v) / len(v) if v else None
+
+
+def fmt(v):
+    return "—" if v is None else f"{v:.3f}"
+
+
+def corpus(paths):
+    total, by_mode = Tally(), defaultdict(Tally)
+    print("| draw | tenant | duty | truth | figure (mean) | lower / upper (mean) | reads: methods | verdict |")
+    print("|---|---|---|---|---|---|---|---|")
+    for _, d in corpus_draws(paths):
+        t, rows = tally_draw(d)
+        total.add(t)
+        by_mode[d["mode"]].add(t)
+        for i, r in enumerate(rows):
+            name = r["kind"] + (f" (liar: {r['liar']})" if r["liar"] else "")
+            fig = mean(r["figs"])
+            verdict = r["error"] or ("" if fig is None or r["truth"] is None else
+                                     ("within" if accurate(fig, r["truth"]) else f"{100 * (fig - r['truth']):+.1f} pts"))
+            print(f"| {d['draw'] if i == 0 else ''} | {name} | {r['duty']} | {fmt(r['truth'])} | {fmt(fig)} "
+                  f"| {fmt(mean(r['lo']))} / {fmt(mean(r['hi']))} | "
+                  f"{', '.join(f'{k} {v}' for k, v in sorted(r['methods'].items()))} | {verdict} |")
+        r = t.row()
+        print(f"|  | *draw* | | | coverage {r['coverage']} | contain {r['contain']} | disputed {r['disputed']}, "
+              f"withheld {r['withheld']} | accurate {r['accurate']}; liars caught {r['caught']} |")
+    summary(total, by_mode)
+
+
+def suite(paths):
+    """The earlier suite's records: a figure per tenant and case (the mean of its reads)."""
+    total, by_mode = Tally(), defaultdict(Tally)
+    print("| case | tenant | truth | figure (case mean) | reads with a figure / reads | disputed reads |")
+    print("|---|---|---|---|---|---|")
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                c = json.loads(line)
+                t = Tally()
+                reads = c.get("probe_reads") or 0
+                disputed = (c.get("probe_methods") or {}).get("disputed", 0)
+                for i, p in enumerate(c["procs"]):
+                    if p["kind"] == "train":  # its truth is not valid (docs/validation.md)
+                        continue
+                    n, fig, truth = p.get("probe_reads") or 0, p.get("probe_share"), p["truth"]
+                    if p["kind"] == "holder" and fig is None and p.get("probe_idle"):
+                        fig, n = 0.0, round(p["probe_idle"] * reads)
+                    t.c["honest"] += reads
+                    t.c["point"] += n
+                    t.c["disputed"] += disputed
+                    t.c["withheld"] += max(0, reads - n - disputed)
+                    if fig is not None:
+                        t.c["accurate"] += n if accurate(fig, truth) else 0
+                        t.err += [fig - truth] * n
+                    print(f"| {c['case'] if i == 0 else ''} | {p['kind']} {p.get('util') or ''} | {truth:.3f} "
+                          f"| {fmt(fig)} | {n} / {reads} | {disputed} |")
+                total.add(t)
+                by_mode["mps" if c["case"].startswith("mps") else "ts"].add(t)
+    summary(total, by_mode)
+
+
+def summary(total, by_mode):
+    print()
+    print("| | coverage | accurate | bounds published | bounds contain | bounds only | disputed | withheld | liars caught | liars charged |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, t in [("all", total)] + sorted(by_mode.items()):
+        r = t.row()
+        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['bounds_only']} | {r['disputed']} "
+              f"| {r['withheld']} | {r['caught']} | {r['charged']} |")
+    for name, t in sorted(by_mode.items()):
+        if t.err:
+            e = sorted(t.err)
+            print(f"{name}: figure - truth over {len(e)} reads: median {100 * e[len(e) // 2]:+.1f} pts, "
+                  f"5th {100 * e[len(e) // 20]:+.1f}, 95th {100 * e[(len(e) * 19) // 20]:+.1f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="+")
+    p.add_argument("--suite", action="store_true", help="the files are suite.sh's suite.jsonl records")
+    a = p.parse_args()
+    try:
+        suite(a.files) if a.suite else corpus(a.files)
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"analyze.py: {type(e).__name__}: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+"""The exact-mode corpus (issue 32): draws cases at random from a seed fixed in advance, runs
+them on GPU 0 with real-framework tenants (tenants.py) that carry the CUDA probe, reads tessera
+every second, and writes every draw, good or bad, to one JSON-lines file.
+
+  driver.py --out DIR --budget S --seed N --tessera BIN --probe SO [--commit C]
+
+Phases, each cut to what is left of the budget (the plan is written first, so a draw not run
+shows as not run, never as dropped):
+  1. calibration: every kind built at once without the probe, then measured one at a time
+     (tenants.py calib): solo kernel ms and event ms per request class;
+  2. time-sliced: a pool of warmed tenants (some of them lying probes) carrying the probe;
+     each draw wakes 2-6 of them with a duty, an arrival process and a seed;
+  3. MPS: the same with a private MPS daemon (pipe and log folders under /tmp), quit at the end.
+Never changes GPU settings.
+
+Dry run without a GPU (checks the plumbing, not the numbers): CORPUS_FAKE=1 with
+PYTHONPATH=scripts/device/corpus (fake_torch.py: requests sleep) and --tessera pointing at a
+wrapper that runs fake_tessera.py; --dur 8 --skip 2 --budget 130."""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TENANTS = os.path.join(HERE, "tenants.py")
+KINDS = ["hf-graph", "hf-eager", "timm", "st-embed", "train", "cbatch", "ddp", "holder"]
+# Pool slots: (slot, kind, liar). Two of the common serving kinds, one of the rest.
+TS_POOL = [("hf-graph-0", "hf-graph", None), ("hf-graph-1", "hf-graph", None),
+           ("hf-eager-0", "hf-eager", None), ("timm-0", "timm", None), ("timm-1", "timm", None),
+           ("st-embed-0", "st-embed", None), ("train-0", "train", None),
+           ("cbatch-0", "cbatch", None), ("ddp-0", "ddp", None), ("holder-0", "holder", None),
+           ("liar-under", "timm", "under"), ("liar-over", "st-embed", "over"),
+           ("liar-silent", "train", "silent")]
+MPS_POOL = [("hf-graph-0", "hf-graph", None), ("hf-graph-1", "hf-graph", None),
+            ("hf-eager-0", "hf-eager", None), ("timm-0", "timm", None),
+            ("st-embed-0", "st-embed", None), ("cbatch-0", "cbatch", None),
+            ("train-0", "train", None), ("holder-0", "holder", None),
+            ("liar-under", "timm", "under")]
+DUR, SKIP, LEAD = 22.0, 10.0, 2.0
+URL = "http://127.0.0.1:9950"
+RUN = "/tmp/corpus-run"
+PROCS = []  # every process this driver started, ended by pid at the end
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+def plan(seed, n, mode, pool):
+    """n draws for one pool: 2-6 tenants, one a liar in a quarter of them, duties summing to
+    0.3-0.9, arrivals poisson / bursty / periodic (a training job's loader: periodic)."""
+    rng = random.Random(f"{seed}-{mode}")
+    honest = [s for s in pool if s[2] is None]
+    liars = [s for s in pool if s[2] is not None]
+    out = []
+    for k in range(n):
+        m = rng.randint(2, min(6, len(honest)))
+        chosen = rng.sample(honest, m)
+        if liars and rng.random() < 0.25:
+            chosen[rng.randrange(m)] = rng.choice(liars)
+        total = rng.uniform(0.3, 0.9)
+        raw = [rng.uniform(0.2, 1.0) for _ in chosen]
+        tenants = []
+        for (slot, kind, liar), r in zip(chosen, raw):
+            arrival = "periodic" if kind in ("train", "ddp") else rng.choice(["poisson", "poisson", "bursty", "periodic"])
+            tenants.append({"slot": slot, "kind": kind, "liar": liar, "duty": round(total * r / sum(raw), 3),
+                            "arrival": arrival, "seed": rng.randrange(1 << 30)})
+        out.append({"draw": f"{mode}-{k}", "mode": mode, "tenants": tenants})
+    return out
+
+
+def start(args, env=None, out=None):
+    f = open(out, "w") if out else subprocess.DEVNULL
+    p = subprocess.Popen(args, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    PROCS.append(p)
+    with open(f"{RUN}/pids", "a") as f:  # run.sh ends what a killed driver left
+        f.write(f"{p.pid}\n")
+    return p
+
+
+def stop(p, grace=5.0):
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def quiet_run(args, stdin=None):
+    """A command's output, or its failure as text: a missing tool is reported, not fatal."""
+    try:
+        return subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{args[0]}: {e}"
+
+
+def gpus():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    except (OSError, subprocess.SubprocessError):
+        return 0
+
+
+def calibrate(run, kinds, deadline, failures):
+    os.makedirs(f"{run}/built", exist_ok=True)
+    os.makedirs(f"{run}/calib", exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_INJECTION64_PATH"}
+    procs = {}
+    for kind in kinds:
+        for rank in ([0, 1] if kind == "ddp" else [0]):
+            procs[(kind, rank)] = start([sys.executable, TENANTS, "calib", kind, f"{run}/calib/{kind}-{rank}.json",
+                                         f"{run}/calib.lock", "--rank", str(rank), "--store", run],
+                                        env, f"{run}/calib-{kind}-{rank}.log")
+    # Everyone built (or gone), or the build deadline: then measure, one at a time.
+    build_by = time.time() + (deadline - time.time()) * 0.7
+    while time.time() < build_by:
+        built = set(os.listdir(f"{run}/built"))
+        if all(f"{k}-{r}" in built or p.poll() is not None for (k, r), p in procs.items()):
+            break
+        time.sleep(0.2)
+    open(f"{run}/go", "w").close()
+    # A build still running now warms kernels beside the others' measurements: say which.
+    late = [f"{k}-{r}" for (k, r) in procs if f"{k}-{r}" not in os.listdir(f"{run}/built")]
+    if late:
+        failures.append({"phase": "calibration", "error": "built after the measurements began", "kinds": late})
+    for (kind, rank), p in procs.items():
+        try:
+            p.wait(max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            stop(p)
+        if not os.path.exists(f"{run}/calib/{kind}-{rank}.json"):
+            failures.append({"phase": "calibration", "kind": kind, "rank": rank, "rc": p.returncode,
+                             "log": tail(f"{run}/calib-{kind}-{rank}.log")})
+    return {f"{k}-{r}": json.load(open(f"{run}/calib/{k}-{r}.json"))
+            for (k, r) in procs if os.path.exists(f"{run}/calib/{k}-{r}.json")}
+
+
+def tail(path, n=1500):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()[-n:]
+    except OSError:
+        return None
+
+
+def start_pool(run, phase, pool, probe, deadline, failures, two_gpus):
+    for d in ("ready", "ctl", "res"):
+        shutil.rmtree(f"{run}/{d}", ignore_errors=True)
+        os.makedirs(f"{run}/{d}")
+    procs = {}
+    for slot, kind, liar in pool:
+        if kind == "ddp" and not two_gpus:
+            failures.append({"phase": phase, "slot": slot, "error": "fewer than 2 GPUs"})
+            continue
+        if not os.path.exists(f"{run}/calib/{kind}-0.json"):
+            failures.append({"phase": phase, "slot": slot, "error": "no calibration"})
+            continue
+        env = dict(os.environ, CORPUS_PHASE=phase)
+        if not liar:
+            env["CUDA_INJECTION64_PATH"] = probe
+        for rank in ([0, 1] if kind == "ddp" else [0]):
+            name = slot if rank == 0 else f"{slot}r1"
+            args = [sys.executable, TENANTS, "pool", kind, name, run, "--rank", str(rank)]
+            procs[name] = start(args + (["--liar", liar] if liar else []), env, f"{run}/{phase}-{name}.log")
+    while time.time() < deadline:
+        if all(os.path.exists(f"{run}/ready/{n}") or p.poll() is not None for n, p in procs.items()):
+            break
+        time.sleep(0.2)
+    ready = {}
+    for name, p in procs.items():
+        info = None
+        try:
+            with open(f"{run}/ready/{name}") as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            pass
+        if info and p.poll() is None:
+            ready[name] = info
+        else:
+            failures.append({"phase": phase, "slot": name, "rc": p.poll(), "error": "not ready",
+                             "log": tail(f"{run}/{phase}-{name}.log")})
+    return procs, ready
+
+
+FAMILIES = {"gpu_process_busy_ratio": 0, "gpu_process_busy_ratio_lower": 1,
+            "gpu_process_busy_ratio_upper": 2, "gpu_process_sm_utilization_ratio": 3}
+LINE = re.compile(r'^(gpu_process_[a-z_]+)\{([^}]*)\} (\S+)$')
+
+
+def read_once():
+    body = urllib.request.urlopen(URL + "/metrics", timeout=3).read().decode()
+    dbg = json.loads(urllib.request.urlopen(URL + "/debug/attribution", timeout=3).read())
+    procs = {}
+    for line in body.splitlines():
+        m = LINE.match(line)
+        if not m or m.group(1) not in FAMILIES:
+            continue
+        pid = re.search(r'pid="(\d+)"', m.group(2))
+        if pid:
+            procs.setdefault(pid.group(1), [None] * 4)[FAMILIES[m.group(1)]] = float(m.group(3))
+    gpus = {}
+    for g in dbg.get("gpus", []):
+        c = g.get("compute", {})
+        gpus[str(g.get("index", len(gpus)))] = {
+            "method": c.get("method"), "disputed": c.get("disputed", []),
+            "device": c.get("device_activity"), "why": (c.get("why") or "")[:300],
+            "candidates": c.get("candidates", []), "quiet": c.get("quiet", []),
+            "bounds_only": c.get("bounds_only"), "stages": c.get("probe_stages")}
+    return {"t": round(time.time(), 2), "p": procs, "gpu": gpus}
+
+
+def watch(t0, t1, reads):
+    while time.time() < t0:
+        time.sleep(0.01)
+    while time.time() < t1:
+        t = time.time()
+        try:
+            reads.append(read_once())
+        except Exception as e:  # a read that failed is recorded, not retried
+            reads.append({"t": round(t, 2), "error": f"{type(e).__name__}: {e}"})
+        time.sleep(max(0.0, 1.0 - (time.time() - t)))
+
+
+def run_draw(run, d, ready):
+    """Wakes the draw's tenants, reads tessera over the draw, collects each tenant's truth."""
+    st = time.time() + LEAD
+    names = []
+    for t in d["tenants"]:
+        for name in ([t["slot"], t["slot"] + "r1"] if t["kind"] == "ddp" else [t["slot"]]):
+            if name not in ready:
+                t.setdefault("error", "tenant not ready")
+                continue
+            c = {"draw": d["draw"], "start": st, "dur": DUR, "duty": t["duty"], "arrival": t["arrival"],
+                 "seed": t["seed"]}
+            with open(f"{run}/ctl/{name}.tmp", "w") as f:
+                json.dump(c, f)
+            os.replace(f"{run}/ctl/{name}.tmp", f"{run}/ctl/{name}.json")
+            names.append(name)
+    reads = []
+    watch(st + SKIP, st + DUR - 1, reads)
+    wait_until = st + DUR + 20
+    while time.time() < wait_until and not all(os.path.exists(f"{run}/res/{n}-{d['draw']}.json") for n in names):
+        time.sleep(0.2)
+    results = {}
+    for n in names:
+        try:
+            results[n] = json.load(open(f"{run}/res/{n}-{d['draw']}.json"))
+        except (OSError, ValueError):
+            results[n] = {"slot": n, "error": "no result (crashed or late)"}
+    for t in d["tenants"]:
+        r = results.get(t["slot"])
+        if r:
+            t.update({k: r[k] for k in ("pid", "truth", "truth_event", "served", "late_s", "error") if k in r})
+            if r1 := results.get(t["slot"] + "r1"):
+                t["rank1"] = {k: r1.get(k) for k in ("pid", "truth", "error")}
+    return {**d, "start": st, "dur": DUR, "skip": SKIP, "reads": reads}
+
+
+def run_phase(run, phase, pool, draws, args, deadline, out, failures, two_gpus):
+    procs, ready = start_pool(run, phase, pool, args.probe, min(deadline, time.time() + 150), failures, two_gpus)
+    log(phase, "pool ready:", sorted(ready))
+    done = 0
+    for d in draws:
+        if time.time() + LEAD + DUR + 8 > deadline:
+            break
+        log("draw", d["draw"], [(t["slot"], t["duty"]) for t in d["tenants"]])
+        rec = run_draw(run, d, ready)
+        out.write(json.dumps({"type": "draw", **rec}) + "\n")
+        out.flush()
+        done += 1
+    for name in procs:
+        with open(f"{run}/ctl/{name}.json", "w") as f:
+            json.dump({"quit": True}, f)
+    time.sleep(1.0)
+    for p in procs.values():
+        stop(p, 3.0)
+    for name in procs:
+        shutil.copy(f"{run}/{phase}-{name}.log", f"{run}/logs/") if os.path.exists(f"{run}/{phase}-{name}.log") else None
+    return done
+
+
+def main():
+    global DUR, SKIP
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True)
+    p.add_argument("--budget", type=float, default=520, help="seconds for everything")
+    p.add_argument("--seed", type=int, required=True, help="fixed before the run, written in the data")
+    p.add_argument("--tessera", required=True)
+    p.add_argument("--probe", required=True)
+    p.add_argument("--commit", default="unknown")
+    p.add_argument("--mps-share", type=float, default=0.35, help="share of the draw time for MPS")
+    p.add_argument("--dur", type=float, default=DUR, help="seconds a draw runs")
+    p.add_argument("--skip", type=float, default=SKIP, help="reads begin this long into a draw")
+    args = p.parse_args()
+    DUR, SKIP = args.dur, args.skip
+    t_start = time.time()
+    end = t_start + args.budget
+    run = RUN
+    shutil.rmtree(run, ignore_errors=True)
+    os.makedirs(f"{run}/logs")
+    os.makedirs(args.out, exist_ok=True)
+    n_gpus = gpus()
+    ts_draws, mps_draws = plan(args.seed, 20, "ts", TS_POOL), plan(args.seed, 10, "mps", MPS_POOL)
+    failures = []
+    out = open(f"{args.out}/corpus.jsonl", "w")
+    card = quiet_run(["nvidia-smi", "--query-gpu=index,name,driver_version,compute_mode,mig.mode.current",
+                      "--format=csv,noheader"])
+    out.write(json.dumps({"type": "header", "seed": args.seed, "commit": args.commit, "started": t_start,
+                          "budget_s": args.budget, "gpus": n_gpus, "card": card, "dur": DUR, "skip": SKIP,
+                          "plan": ts_draws + mps_draws}) + "\n")
+    env = dict(os.environ, TESSERA_METRICS_DETAIL="full")
+    env.pop("CUDA_INJECTION64_PATH", None)
+    tessera = start([args.tessera, "--web.listen-address=127.0.0.1:9950", "--sample.interval=1s",
+                     "--nvml.process-interval=1s", "--kubelet.enabled=false", "--kube.enabled=false",
+                     "--web.enable-debug=true", f"--probe.socket={os.environ['TESSERA_PROBE_SOCKET']}"],
+                    env, f"{run}/logs/tessera.log")
+    kinds = [k for k in KINDS if k != "ddp" or n_gpus >= 2]
+    if n_gpus < 2:
+        failures.append({"phase": "calibration", "kind": "ddp", "error": f"{n_gpus} GPU(s) visible"})
+    calib = calibrate(run, kinds, t_start + min(170, args.budget * 0.32), failures)
+    log("calibrated:", {k: [round(c["kernel_ms"], 3) for c in v["classes"]] for k, v in calib.items()})
+    out.write(json.dumps({"type": "calib", "calib": calib}) + "\n")
+    left = end - time.time()
+    mps_from = end - max(60.0, left * args.mps_share)
+    done = run_phase(run, "ts", TS_POOL, ts_draws, args, mps_from, out, failures, n_gpus >= 2)
+    mps_done = 0
+    if end - time.time() > 60 + DUR:
+        menv = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/corpus-mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/corpus-mps-log"}
+        for v in menv.values():
+            os.makedirs(v, exist_ok=True)
+        os.environ.update(menv)
+        try:
+            subprocess.run(["nvidia-cuda-mps-control", "-d"], check=True, timeout=20)
+            mps_done = run_phase(run, "mps", MPS_POOL, mps_draws, args, end - 10, out, failures, False)
+        except (OSError, subprocess.SubprocessError) as e:
+            failures.append({"phase": "mps", "error": f"MPS daemon: {e}"})
+        finally:
+            quiet_run(["nvidia-cuda-mps-control"], "quit\n")
+    else:
+        failures.append({"phase": "mps", "error": "no budget left"})
+    stop(tessera)
+    for q in PROCS:
+        stop(q, 1.0)
+    out.write(json.dumps({"type": "footer", "ts_draws_run": done, "mps_draws_run": mps_done,
+                          "planned_not_run": [d["draw"] for d in ts_draws[done:] + mps_draws[mps_done:]],
+                          "failures": failures, "wall_s": round(time.time() - t_start, 1)}) + "\n")
+    out.close()
+    subprocess.run(["tar", "czf", f"{args.out}/logs.tgz", "-C", run, "logs", "calib"] +
+                   [f for f in os.listdir(run) if f.endswith(".log")], check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Issue 32's corpus of real-framework tenants (docs/validation.md, "The corpus"), in one call.
+# From the repository root, with release builds of tessera and the probe carried:
+#   cargo build --release -p tessera -p tessera-probe      # here, before the call
+#   OUT=$OUT BUDGET=500 SEED=3217 bash scripts/device/corpus/run.sh
+#   carry: target/release/tessera target/release/libtessera_probe.so
+# BUDGET: seconds for everything (calibration, the time-sliced draws, the MPS draws); the
+# script returns ~15 s after it. SEED: the driver's seed, fixed before the run (written in the
+# data with the commit). TESSERA / PROBE override the builds' paths.
+# Writes to $OUT: corpus.jsonl (header with seed, commit, plan; calibration; every draw with
+# every read; footer with failures and draws not run), logs.tgz, summary.txt (analyze.py).
+# Never changes GPU settings; MPS runs with private pipe/log folders under /tmp and is quit.
+set -u
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+: "${OUT:?}"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+TESSERA=${TESSERA:-$ROOT/target/release/tessera}
+PROBE=${PROBE:-$ROOT/target/release/libtessera_probe.so}
+for f in "$TESSERA" "$PROBE"; do
+  [ -e "$f" ] || { echo "missing $f: build and carry it (see the head of this script)"; exit 2; }
+done
+COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+dirty"
+CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
+export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/corpus-probe.sock PYTHONUNBUFFERED=1
+rm -f "$TESSERA_PROBE_SOCKET"
+python3 -c "import torch, transformers, timm, sentence_transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'timm', timm.__version__, 'st', sentence_transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | tail -1
+timeout -k 10 $(( ${BUDGET:-500} + 40 )) python3 "$ROOT/scripts/device/corpus/driver.py" --out "$OUT" \
+  --budget "${BUDGET:-500}" --seed "${SEED:-3217}" --tessera "$TESSERA" --probe "$PROBE" --commit "$COMMIT" \
+  2> "$OUT/driver.log"
+echo "driver exit $?"
+# A driver cut off by the timeout leaves its tenants (each in its own session): end them by pid.
+while read -r pid; do kill -- -"$pid" 2>/dev/null; done < /tmp/corpus-run/pids 2>/dev/null
+# Whatever the driver left, MPS must not outlive the call.
+echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/corpus-mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1
+tail -5 "$OUT/driver.log"
+python3 "$ROOT/scripts/device/corpus/analyze.py" "$OUT/corpus.jsonl" | tee "$OUT/summary.txt"
+ls -la "$OUT"

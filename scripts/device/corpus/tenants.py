@@ -1,0 +1,519 @@
+"""Real-framework tenants for the exact-mode corpus (issue 32). Random weights, nothing
+downloaded (HF_HUB_OFFLINE). Each kind builds a model and serves "requests" of a few classes;
+`serve(i)` issues one request of class i and returns after a device sync, as a service does.
+
+  tenants.py calib KIND OUT.json LOCK         build, then (holding LOCK, alone on the GPU)
+                                              measure each class: CUDA-event ms and the union
+                                              of its kernels' spans (PyTorch's profiler)
+  tenants.py pool KIND SLOT DIR [RANK]        build, warm, write DIR/ready/SLOT, then serve the
+                                              draws DIR/ctl/SLOT.json asks for; truth per draw
+                                              in DIR/res/SLOT-DRAW.json
+
+Calibration runs without the probe (PyTorch's profiler and the probe both use CUPTI); the pool
+carries it. Truth of a draw = Σ over requests served inside [start, start+dur] of their class's
+solo kernel ms, over dur (the issue's definition: kernel-time truth); `truth_event` the same
+with CUDA-event ms (it counts launch gaps: higher for launch-bound eager tenants).
+
+Kinds: hf-graph, hf-eager, timm, st-embed, train, cbatch, ddp (2 ranks, NCCL, GPUs 0 and 1),
+holder (memory, a spinning core, no kernel)."""
+import argparse
+import fcntl
+import json
+import math
+import os
+import random
+import sys
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+if os.environ.get("CORPUS_FAKE"):  # the driver's dry run on a machine without a GPU
+    from fake_torch import torch  # noqa: E402
+else:
+    import torch  # noqa: E402
+
+DEV = "cuda"
+torch.backends.cuda.matmul.allow_tf32 = True
+
+
+def llama(layers, d, seed):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(hidden_size=d, intermediate_size=int(d * 2.75) // 64 * 64,
+                      num_hidden_layers=layers, num_attention_heads=d // 64,
+                      num_key_value_heads=max(1, d // 128), vocab_size=32000,
+                      max_position_embeddings=1024)
+    m = LlamaForCausalLM(cfg).to(DEV, torch.bfloat16).eval()
+    # Random weights would stop at a random EOS: every request generates its full length.
+    m.generation_config.eos_token_id = None
+    m.generation_config.pad_token_id = 0
+    return m
+
+
+class HfGen:
+    """Decoder generation: classes (batch, prompt, new tokens). `graph`: static KV cache and
+    torch.compile(mode="reduce-overhead"), which captures CUDA graphs and replays them."""
+    # Two classes of one prompt length: each shape is one more compilation (~tens of seconds
+    # cold) for the graph kind, and the whole corpus must fit one device call.
+    CLASSES = [(1, 64, 32), (4, 64, 32)]
+    WEIGHTS = [0.6, 0.4]
+
+    def __init__(self, graph, seed):
+        self.model = llama(8, 1024, seed)
+        self.kw = dict(do_sample=False, min_new_tokens=0)
+        g = torch.Generator().manual_seed(seed)
+        self.inputs = [torch.randint(5, 32000, (b, p), generator=g).to(DEV) for b, p, _ in self.CLASSES]
+        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+        if graph:
+            self.kw["cache_implementation"] = "static"
+            eager = self.model.forward
+            self.model.forward = torch.compile(eager, mode="reduce-overhead", fullgraph=True)
+            try:
+                self.serve(0)
+            except Exception as e:  # a transformers version whose generate breaks the graph
+                print("fullgraph compile failed, compiling with graph breaks:", e, file=sys.stderr)
+                torch._dynamo.reset()
+                self.model.forward = torch.compile(eager, mode="reduce-overhead")
+
+    def serve(self, i):
+        n = self.CLASSES[i][2]
+        with torch.inference_mode():
+            self.model.generate(self.inputs[i], max_new_tokens=n, **self.kw)
+        torch.cuda.synchronize()
+
+
+class Timm:
+    CLASSES = [1, 8, 32]
+    WEIGHTS = [0.4, 0.4, 0.2]
+
+    def __init__(self, seed):
+        import timm
+        torch.manual_seed(seed)
+        self.model = timm.create_model("resnet50", pretrained=False).to(
+            DEV, torch.bfloat16, memory_format=torch.channels_last).eval()
+        self.inputs = [torch.randn(b, 3, 224, 224, device=DEV, dtype=torch.bfloat16)
+                       .to(memory_format=torch.channels_last) for b in self.CLASSES]
+        self.classes, self.weights = list(range(3)), self.WEIGHTS
+
+    def serve(self, i):
+        with torch.inference_mode():
+            self.model(self.inputs[i])
+        torch.cuda.synchronize()
+
+
+WORDS = ("gpu kernel slice tenant probe time split node pod model batch token cache graph "
+         "serve train loss step data loader queue request answer embed vector search index "
+         "alpha beta gamma delta north south east west red green blue fast slow").split()
+
+
+class StEmbed:
+    """sentence-transformers over a BERT built from a config with random weights, saved to a
+    private folder with a generated vocabulary so the library loads it without the hub."""
+    CLASSES = [8, 32, 64]
+    WEIGHTS = [0.5, 0.3, 0.2]
+
+    def __init__(self, seed):
+        from sentence_transformers import SentenceTransformer, models
+        from transformers import BertConfig, BertModel, BertTokenizerFast
+        path = f"/tmp/corpus-st-{os.getpid()}"
+        os.makedirs(path, exist_ok=True)
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+        with open(f"{path}/vocab.txt", "w") as f:
+            f.write("\n".join(vocab) + "\n")
+        BertTokenizerFast(vocab_file=f"{path}/vocab.txt").save_pretrained(path)
+        torch.manual_seed(seed)
+        BertModel(BertConfig(vocab_size=len(vocab), hidden_size=384, num_hidden_layers=6,
+                             num_attention_heads=6, intermediate_size=1536)).save_pretrained(path)
+        t = models.Transformer(path, max_seq_length=128)
+        pool = models.Pooling(t.get_word_embedding_dimension(), "mean")
+        self.model = SentenceTransformer(modules=[t, pool], device=DEV).half()
+        rng = random.Random(seed)
+        self.batches = [[" ".join(rng.choices(WORDS, k=rng.randint(8, 60))) for _ in range(b)]
+                        for b in self.CLASSES]
+        self.classes, self.weights = list(range(3)), self.WEIGHTS
+
+    def serve(self, i):
+        self.model.encode(self.batches[i], batch_size=len(self.batches[i]), convert_to_tensor=True,
+                          show_progress_bar=False)
+        torch.cuda.synchronize()
+
+
+class Train:
+    """Transformer training steps with fused AdamW; between steps, a data loader's CPU work
+    (building the batch) and its copy to the device."""
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True, dropout=0.1)
+        self.model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 4, enable_nested_tensor=False),
+                                         torch.nn.Linear(512, 512)).to(DEV, torch.bfloat16)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
+        self.host = torch.empty(16, 256, 512, dtype=torch.bfloat16).pin_memory()
+        self.classes, self.weights = [0], [1.0]
+
+    def gap(self):
+        self.host.copy_(torch.randn(16, 256, 512).to(torch.bfloat16))
+
+    def serve(self, i):
+        x = self.host.to(DEV, non_blocking=True)
+        loss = self.model(x).float().pow(2).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        torch.cuda.synchronize()
+
+
+class CBatch:
+    """Continuous batching as LLM servers do it: requests join a running batch and leave when
+    their tokens are out. One step = one forward of the active requests' last 64 tokens (no KV
+    cache: the step's cost follows the batch), padded to a bucket. Classes are the buckets."""
+    BUCKETS = [1, 2, 4, 8, 16]
+
+    def __init__(self, seed):
+        self.model = llama(4, 768, seed)
+        self.ids = [torch.randint(5, 32000, (b, 64), device=DEV) for b in self.BUCKETS]
+        self.classes, self.weights = list(range(len(self.BUCKETS))), [1.0] * len(self.BUCKETS)
+
+    def serve(self, i):
+        with torch.inference_mode():
+            self.model(self.ids[i])
+        torch.cuda.synchronize()
+
+    def bucket(self, n):
+        return next(i for i, b in enumerate(self.BUCKETS) if b >= min(n, self.BUCKETS[-1]))
+
+
+class Ddp:
+    """One rank of a 2-GPU DDP job (NCCL all-reduce of the gradients each step)."""
+
+    def __init__(self, seed, rank, store_file):
+        import torch.distributed as dist
+        torch.cuda.set_device(rank)
+        global DEV
+        DEV = f"cuda:{rank}"
+        store = dist.FileStore(store_file, 2)
+        dist.init_process_group("nccl", store=store, rank=rank, world_size=2)
+        torch.manual_seed(seed)
+        net = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(4)]).to(DEV, torch.bfloat16)
+        self.model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[rank])
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
+        self.x = torch.randn(2048, 4096, device=DEV, dtype=torch.bfloat16)
+        self.classes, self.weights = [0], [1.0]
+
+    def serve(self, i):
+        loss = self.model(self.x).float().pow(2).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        torch.cuda.synchronize()
+
+
+class Holder:
+    """Holds 2 GiB of device memory and, during a draw, spins a CPU core; launches nothing.
+    Its truth is 0: with its probe on it must count idle."""
+
+    def __init__(self):
+        self.hold = torch.empty(2 << 30, dtype=torch.uint8, device=DEV)
+        torch.cuda.synchronize()
+        self.classes, self.weights = [0], [1.0]
+
+    def serve(self, i):
+        pass
+
+
+def build(kind, seed, rank=0, store_file="/tmp/corpus-ddp-store"):
+    if os.environ.get("CORPUS_FAKE"):
+        from fake_torch import FakeKind
+        return FakeKind(kind)
+    if kind == "holder":
+        return Holder()
+    if kind == "hf-graph":
+        return HfGen(True, seed)
+    if kind == "hf-eager":
+        return HfGen(False, seed)
+    if kind == "timm":
+        return Timm(seed)
+    if kind == "st-embed":
+        return StEmbed(seed)
+    if kind == "train":
+        return Train(seed)
+    if kind == "cbatch":
+        return CBatch(seed)
+    if kind == "ddp":
+        return Ddp(seed, rank, store_file)
+    raise SystemExit(f"unknown kind {kind}")
+
+
+def warm(w, n=4):
+    for i in w.classes:
+        for _ in range(n):
+            getattr(w, "gap", lambda: None)()
+            w.serve(i)
+
+
+def kernel_union_ms(trace):
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace.get("traceEvents", [])
+                   if e.get("cat") == "kernel" and "dur" in e)
+    busy, end = 0.0, -math.inf
+    for a, b in spans:
+        if b <= end:
+            continue
+        busy += b - max(a, end)
+        end = b
+    return busy / 1000
+
+
+def measure(w, i, n):
+    """Median CUDA-event ms of n requests of class i, and their kernels' span union per
+    request (PyTorch's profiler: CUPTI's kernel records, graph replays' kernels included)."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ev = []
+
+    def loop():
+        for _ in range(n):
+            getattr(w, "gap", lambda: None)()
+            s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
+            ev.append(s.elapsed_time(e))
+    if os.environ.get("CORPUS_FAKE"):
+        loop()
+        k = sum(ev)
+    else:
+        try:
+            from torch.profiler import profile, ProfilerActivity
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                loop()
+            path = f"/tmp/corpus-trace-{os.getpid()}.json"
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                k = kernel_union_ms(json.load(f))
+            os.remove(path)
+        except Exception as exc:  # reported in the calibration: the truth is then event time
+            print("profiler failed, kernel ms from events:", exc, file=sys.stderr)
+            ev.clear()
+            loop()
+            k = sum(ev)
+    ev.sort()
+    return ev[n // 2], k / n
+
+
+def calib(kind, out, lock, rank=0, store_dir="/tmp"):
+    """Each class alone: median CUDA-event ms of 15 requests, and the union of their kernels'
+    spans per request (profiler), measured while holding LOCK so no other calibration runs."""
+    t0 = time.time()
+    w = build(kind, 1000 + rank, rank, f"{store_dir}/ddp-calib")
+    warm(w)
+    built = time.time() - t0
+    # Measure only once every calibration has built (a build warms kernels on the GPU) and one
+    # at a time; rank 1 of the DDP job follows rank 0 (it waits on it in every all-reduce).
+    lk = open(lock, "w")
+    open(f"{store_dir}/built/{kind}-{rank}", "w").close()
+    while not os.path.exists(f"{store_dir}/go"):
+        time.sleep(0.05)
+    if rank == 0:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+    rows = []
+    for i in w.classes:
+        ev, k = measure(w, i, 15)
+        rows.append({"event_ms": ev, "kernel_ms": k})
+    fcntl.flock(lk, fcntl.LOCK_UN)
+    lk.close()
+    with open(out, "w") as f:
+        json.dump({"kind": kind, "rank": rank, "build_s": round(built, 1), "classes": rows}, f)
+    print(kind, rank, f"built {built:.0f} s", [(round(r["event_ms"], 3), round(r["kernel_ms"], 3)) for r in rows],
+          flush=True)
+
+
+def arrivals(rng, arrival, rate, start, end):
+    """Request times: poisson, bursty (Poisson at 4x the rate, on 1/4 of 2-s periods) or
+    periodic (fixed interval, a small jitter)."""
+    t, out = start, []
+    while True:
+        if arrival == "periodic":
+            t += (1 / rate) * rng.uniform(0.9, 1.1)
+        elif arrival == "bursty":
+            t += rng.expovariate(4 * rate)
+            period = (t - start) % 2.0
+            if period > 0.5:
+                t += 2.0 - period
+        else:
+            t += rng.expovariate(rate)
+        if t >= end:
+            return out
+        out.append(t)
+
+
+def serve_draw(w, kind, c, cal, rate_cal):
+    """Serves one draw's schedule; returns the result record (truth and what was served)."""
+    rng = random.Random(c["seed"])
+    k_ms = [r["kernel_ms"] for r in cal["classes"]]
+    e_ms = [r["event_ms"] for r in cal["classes"]]
+    start, dur = c["start"], c["dur"]
+    end = start + dur
+    served, kernel, event, late = [0] * len(w.classes), 0.0, 0.0, 0.0
+    if kind == "cbatch":
+        mean_len = 36
+        rate = c["duty"] / (mean_len * e_ms[0] / 1000)
+        times = arrivals(rng, c["arrival"], rate, start, end)
+        active, steps = [], 0
+        while time.time() < start:
+            time.sleep(0.002)
+        while True:
+            now = time.time()
+            while times and times[0] <= now:
+                times.pop(0)
+                active.append(rng.randint(8, 64))
+            if not active:
+                if not times:
+                    break
+                time.sleep(max(0.0, min(times[0] - now, 0.05)))
+                continue
+            b = w.bucket(len(active))
+            w.serve(b)
+            steps += 1
+            if time.time() <= end:
+                served[b] += 1
+                kernel += k_ms[b]
+                event += e_ms[b]
+            active = [n - 1 for n in active if n > 1]
+            if time.time() > end + 1:
+                break
+        return {"served": served, "truth": kernel / 1000 / dur, "truth_event": event / 1000 / dur,
+                "steps": steps, "late_s": max(0.0, time.time() - end)}
+    r_ms = [r["event_ms"] for r in rate_cal["classes"]]
+    if kind == "holder":
+        while time.time() < end:
+            pass  # spin a core, launch nothing
+        return {"served": served, "truth": 0.0, "truth_event": 0.0, "late_s": 0.0}
+    mean_ms = sum(p * m for p, m in zip(w.weights, r_ms)) / sum(w.weights)
+    rate = c["duty"] / (mean_ms / 1000)
+    times = arrivals(rng, c["arrival"], rate, start, end)
+    if kind == "ddp":
+        times = times[: c.get("steps", len(times))]  # both ranks run the same steps
+    for t in times:
+        d = t - time.time()
+        if d > 0:
+            time.sleep(d)
+        i = rng.choices(w.classes, w.weights)[0]
+        getattr(w, "gap", lambda: None)()
+        w.serve(i)
+        if time.time() <= end:
+            served[i] += 1
+            kernel += k_ms[i]
+            event += e_ms[i]
+        elif kind != "ddp":
+            break
+    late = max(0.0, time.time() - end)
+    return {"served": served, "truth": kernel / 1000 / dur, "truth_event": event / 1000 / dur,
+            "late_s": late}
+
+
+class Liar:
+    """A lying probe in a tenant that runs without the real one: it speaks the probe's wire
+    (version 1, totals only, as tests/probe_e2e.rs's fake clients do) and claims `factor`
+    times the draw's duty while a draw runs (under: 0.25, over: 2.0), or, `silent`, the duty
+    for 3 s and then nothing while its process keeps launching kernels."""
+    FACTOR = {"under": 0.25, "over": 2.0, "silent": 1.0}
+
+    def __init__(self, how, socket_path):
+        import threading
+        self.how, self.path, self.rate, self.silent_after = how, socket_path, 0.0, None
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def draw(self, duty, start):
+        self.rate = min(0.95, duty * self.FACTOR[self.how])
+        self.silent_after = start + 3 if self.how == "silent" else None
+
+    def idle(self):
+        self.rate, self.silent_after = 0.0, None
+
+    def run(self):
+        import socket
+        import struct
+        s = None
+        while s is None:
+            try:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(self.path)
+            except OSError:
+                s = None
+                time.sleep(0.1)
+        busy, kernels, last = 0.0, 0, time.time()
+        while True:
+            now = time.time()
+            busy += (now - last) * self.rate
+            last = now
+            kernels += 10 if self.rate > 0 else 0
+            if self.silent_after is None or now < self.silent_after:
+                try:
+                    s.sendall(b"TSP1" + struct.pack("<IQQII", 1, int(busy * 1e9), kernels, 0, 0))
+                except OSError:
+                    return
+            time.sleep(0.2)
+
+
+def pool(kind, slot, d, rank=0, liar=None):
+    """A warmed tenant waiting for draws: idle (asleep, polling its control file) between."""
+    seed = int(slot.split("-")[-1]) if slot.split("-")[-1].isdigit() else 0
+    w = build(kind, seed, rank, f"{d}/ddp-{os.environ.get('CORPUS_PHASE', 'pool')}")
+    warm(w)
+    fake = Liar(liar, os.environ.get("TESSERA_PROBE_SOCKET", "/tmp/tessera-probe.sock")) if liar else None
+    cal_path = f"{d}/calib/{kind}-{rank}.json"
+    with open(f"{d}/ready/{slot}", "w") as f:
+        json.dump({"pid": os.getpid(), "kind": kind, "rank": rank}, f)
+    done = set()
+    while True:
+        try:
+            with open(f"{d}/ctl/{slot}.json") as f:
+                c = json.load(f)
+        except (OSError, ValueError):
+            time.sleep(0.05)
+            continue
+        if c.get("quit"):
+            return
+        if c["draw"] in done:
+            time.sleep(0.05)
+            continue
+        done.add(c["draw"])
+        res = {"slot": slot, "kind": kind, "rank": rank, "pid": os.getpid(), "draw": c["draw"],
+               "duty": c["duty"], "arrival": c["arrival"], "seed": c["seed"]}
+        if fake:
+            fake.draw(c["duty"], c["start"])
+            res["liar"] = liar
+        try:
+            with open(cal_path) as f:
+                cal = json.load(f)
+            rate_cal = cal
+            if kind == "ddp":  # both ranks draw the same steps: the rate from rank 0's
+                with open(f"{d}/calib/ddp-0.json") as f:
+                    rate_cal = json.load(f)
+            res.update(serve_draw(w, kind, c, cal, rate_cal))
+        except Exception as e:  # a crash is a result of the draw, not the end of the pool
+            res["error"] = f"{type(e).__name__}: {e}"
+        if fake:
+            fake.idle()
+        with open(f"{d}/res/{slot}-{c['draw']}.json", "w") as f:
+            json.dump(res, f)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("calib")
+    a.add_argument("kind"); a.add_argument("out"); a.add_argument("lock")
+    a.add_argument("--rank", type=int, default=0)
+    a.add_argument("--store", default="/tmp", help="the run's folder: built/, go, the DDP store")
+    b = sub.add_parser("pool")
+    b.add_argument("kind"); b.add_argument("slot"); b.add_argument("dir")
+    b.add_argument("--rank", type=int, default=0)
+    b.add_argument("--liar", choices=sorted(Liar.FACTOR))
+    args = p.parse_args()
+    if args.cmd == "calib":
+        calib(args.kind, args.out, args.lock, args.rank, args.store)
+    else:
+        pool(args.kind, args.slot, args.dir, args.rank, args.liar)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
