@@ -39,15 +39,15 @@ start_apiserver() {
   # shellcheck disable=SC1091
   . "$dir/env"
   local extra=()
-  # MutatingAdmissionPolicy: beta (off by default) in 1.34 and 1.35, GA from 1.36.
+  # MutatingAdmissionPolicy: beta (off by default) in 1.34 and 1.35, GA (v1, on) from 1.36.
   case $KUBE_VERSION in
     v1.34.*|v1.35.*)
       extra+=(--feature-gates=MutatingAdmissionPolicy=true
               --runtime-config=admissionregistration.k8s.io/v1beta1=true) ;;
-    *) extra+=(--runtime-config=admissionregistration.k8s.io/v1beta1=true) ;;
   esac
   # ServiceAccount admission is off: it needs each namespace's "default" account, which only
-  # the controller-manager (not run here) creates.
+  # the controller-manager (not run here) creates. No endpoint reconciler: it refuses a
+  # loopback advertise address, and nothing here reaches the API through a Service.
   "$BIN_DIR/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
@@ -57,6 +57,7 @@ start_apiserver() {
     --service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \
     --service-cluster-ip-range=10.0.0.0/24 \
     --authorization-mode=RBAC \
+    --endpoint-reconciler-type=none \
     --disable-admission-plugins=ServiceAccount \
     "${extra[@]}" \
     >>"$dir/kube-apiserver.log" 2>&1 &
