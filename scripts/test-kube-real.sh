@@ -61,7 +61,8 @@ for version in "${versions[@]}"; do
 
   # The chart through the Helm engine, DRA on (every rule the chart can grant).
   kubectl create namespace tessera-helm >/dev/null
-  scripts/helm-template.py --name tessera-helm --namespace tessera-helm --set dra.enabled=true >"$state/helm.yaml"
+  scripts/helm-template.py --name tessera-helm --namespace tessera-helm --set dra.enabled=true \
+    >"$state/helm.yaml" 2>"$state/helm-notes.txt" || { cat "$state/helm-notes.txt" >&2; exit 1; }
   kubectl apply --server-side -f "$state/helm.yaml" >/dev/null
   write_kubeconfig "$state/tessera-helm.kubeconfig" tessera-helm tessera-helm
   # kustomize's DRA overlay: the same rules, its own namespace, role and account.

@@ -87,7 +87,10 @@ pub fn exporter_with(
         .with_cluster()
         .env("KUBECONFIG", real.tessera_kubeconfig())
         .with_procfs(procfs)
-        .arg(format!("--kubelet.pod-resources-socket={}", socket.display()))
+        .arg(format!(
+            "--kubelet.pod-resources-socket={}",
+            socket.display()
+        ))
         .arg(format!("--kubelet.poll-interval={}s", POLL.as_secs()))
         .arg("--kube.pod-labels=team");
     for a in args {
@@ -170,9 +173,7 @@ fn reflector_follows_this_nodes_pods_through_an_apiserver_restart() {
     let late = real.create(pod(ns, "late-0", NODE, json!({"team": "b"}), None));
     run_pod(&real, &late);
     write_cgroup(&procfs, 9002, &late);
-    state
-        .pods
-        .push(fake_pod(ns, "late-0", gpu(1)));
+    state.pods.push(fake_pod(ns, "late-0", gpu(1)));
     kubelet.set_state(state.clone());
     assert!(
         started.elapsed() < Duration::from_millis(LATE_MS),
@@ -189,7 +190,9 @@ fn reflector_follows_this_nodes_pods_through_an_apiserver_restart() {
         .is_some()
     });
     // Measured from spawning tessera, before its NVML init: an upper bound on the delay.
-    let delay = started.elapsed().saturating_sub(Duration::from_millis(LATE_MS));
+    let delay = started
+        .elapsed()
+        .saturating_sub(Duration::from_millis(LATE_MS));
     eprintln!("late-0 appeared {delay:?} after its first GPU process");
     assert!(delay <= POLL, "late-0 took {delay:?} (> {POLL:?})");
 
@@ -223,9 +226,12 @@ fn reflector_follows_this_nodes_pods_through_an_apiserver_restart() {
     real.restart_apiserver();
     // After the restart: a change made now must arrive through the re-established watch.
     real.patch(&late, json!({"metadata": {"labels": {"team": "d"}}}));
-    wait_metrics(&e, "late-0's label after the restart", Duration::from_secs(60), |m| {
-        has_pod(m, "late-0", &[r#"label_team="d""#])
-    });
+    wait_metrics(
+        &e,
+        "late-0's label after the restart",
+        Duration::from_secs(60),
+        |m| has_pod(m, "late-0", &[r#"label_team="d""#]),
+    );
     stop.store(true, Ordering::Relaxed);
     watcher.join().unwrap();
     let m = e.metrics();
@@ -246,7 +252,10 @@ fn reflector_follows_this_nodes_pods_through_an_apiserver_restart() {
     assert!(has_pod(&m, "late-0", &[r#"label_team="d""#]), "{m}");
     assert!(!m.contains(r#"workload="elsewhere""#), "{m}");
     assert_eq!(
-        support::value(&m, r#"tessera_collector_success{node="test-node",collector="kube"}"#),
+        support::value(
+            &m,
+            r#"tessera_collector_success{node="test-node",collector="kube"}"#
+        ),
         Some(1.0),
         "{m}"
     );

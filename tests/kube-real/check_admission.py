@@ -74,6 +74,13 @@ def injected(c):
 
 def main():
     overlay = kubectl("kustomize", "deploy/overlays/cuda-probe").stdout
+    # Before 1.36 the API is v1beta1: apply the overlay as its comment tells those clusters to.
+    v1_has_map = "mutatingadmissionpolicies" in kubectl(
+        "get", "--raw", "/apis/admissionregistration.k8s.io/v1").stdout
+    if not v1_has_map:
+        print("(this server serves MutatingAdmissionPolicy as v1beta1 only: applying the overlay as v1beta1)")
+        overlay = overlay.replace("apiVersion: admissionregistration.k8s.io/v1\n",
+                                  "apiVersion: admissionregistration.k8s.io/v1beta1\n")
     docs = [d for d in yaml.safe_load_all(overlay) if d]
     # Forced: the DRA overlay's ClusterRole, applied by the same name, has other field managers.
     p = kubectl("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-", stdin=overlay,

@@ -236,7 +236,12 @@ fn dra_claims_with_nvidia_configs_resolve_as_with_the_fake() {
     assert_eq!(mode(&m, "1"), Some("time-slicing"), "{m}");
     for p in ["mps-a-0", "mps-b-0"] {
         assert!(
-            line(&m, "gpu_container_allocation{", &[p, r#"claim="dra/mps-shared""#]).is_some(),
+            line(
+                &m,
+                "gpu_container_allocation{",
+                &[p, r#"claim="dra/mps-shared""#]
+            )
+            .is_some(),
             "{m}"
         );
         // The per-device limit for GPU 0's UUID beats the 10Gi default.

@@ -8,8 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams,
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
@@ -90,7 +89,13 @@ impl Real {
     /// Creates `obj` unless it exists (objects shared by several tests: nodes, namespaces).
     pub fn ensure(&self, obj: Value) {
         let (api, name) = api_for(&self.admin, &obj);
-        if self.rt.block_on(api.get_opt(&name)).ok().flatten().is_none() {
+        if self
+            .rt
+            .block_on(api.get_opt(&name))
+            .ok()
+            .flatten()
+            .is_none()
+        {
             self.create(obj);
         }
     }

@@ -24,7 +24,11 @@ struct Restore<'a> {
 
 impl Drop for Restore<'_> {
     fn drop(&mut self) {
-        set_rules(self.real, &self.role, self.role.rules.clone().unwrap_or_default());
+        set_rules(
+            self.real,
+            &self.role,
+            self.role.rules.clone().unwrap_or_default(),
+        );
     }
 }
 
@@ -84,10 +88,12 @@ fn the_charts_rules_are_exactly_what_tessera_needs() {
     real.namespace(NS);
     real.node(NODE, json!({}));
     // A pod on this node naming a claim, so that every rule is exercised.
-    real.ensure(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+    real.ensure(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
         "metadata": {"namespace": NS, "name": "rbac-claim"},
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}));
+            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}),
+    );
     let mut p = pod(NS, "rbac-0", NODE, json!({}), None);
     p["spec"]["resourceClaims"] = json!([{"name": "gpu", "resourceClaimName": "rbac-claim"}]);
     real.ensure(p);
