@@ -38,7 +38,8 @@ KC
 run_cargo() {
   local log
   log=$(mktemp)
-  if cargo test -q --test kube_real_e2e -- --ignored --test-threads=1 "$@" 2>&1 | tee "$log"; then :; fi
+  # --nocapture: the measured figures (late-0's delay, verbs removed) reach the log.
+  if cargo test -q --test kube_real_e2e -- --ignored --test-threads=1 --nocapture "$@" 2>&1 | tee "$log"; then :; fi
   local p f
   p=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$log" | tail -1)
   f=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$log" | tail -1)

@@ -63,8 +63,10 @@ fn start(real: &Real) -> Exporter {
 }
 
 /// Healthy throughout `hold` once healthy: the claim GET comes after the first publish.
+/// Every removed verb costs this deadline, so it is no longer than a loaded machine needs
+/// (the full rules turn healthy within about 2 s here).
 fn healthy_for(e: &Exporter, hold: Duration) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(12);
     while kube_success(e) != Some(1.0) {
         if Instant::now() > deadline {
             return Err("never healthy".into());
@@ -128,7 +130,7 @@ fn the_charts_rules_are_exactly_what_tessera_needs() {
             // The authorizer reads roles through an informer: give it a moment.
             std::thread::sleep(Duration::from_millis(500));
             let e = start(&real);
-            let result = healthy_for(&e, Duration::from_secs(5));
+            let result = healthy_for(&e, Duration::from_secs(4));
             let log = e.stop();
             let resources = rule.resources.clone().unwrap_or_default();
             assert!(
