@@ -2,7 +2,8 @@
 # Installs what the test suite needs beyond the Rust toolchain, when it is missing:
 # Debian's prometheus (prometheus + promtool), curl and wrk, and kubernetes-validate from PyPI;
 # buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt);
-# chromium (renders the advisor's HTML report headless); victoria-metrics (vmagent, vmalert).
+# chromium (renders the advisor's HTML report headless); victoria-metrics (vmagent, vmalert);
+# kube-apiserver, etcd (and kubectl if missing) built with Go for scripts/test-kube-real.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -38,6 +39,23 @@ if ! command -v victoria-metrics >/dev/null || ! command -v vmagent >/dev/null |
 fi
 # Debian's victoria-metrics starts a system service; scripts/fleet.sh runs its own.
 $sudo_cmd systemctl stop victoria-metrics 2>/dev/null || true
+# ---
+# --- a real Kubernetes API server (issue 36): kube-apiserver and etcd built from the Go module
+# proxy with the machine's Go (scripts/kube-real/build.sh), cached in ~/.cache/tessera-k8s/<version>;
+# openssl makes the control plane's certificates. kubectl, where the machine has none, is built
+# from the same module and linked onto the PATH: the manifest tests need it too.
+if ! command -v openssl >/dev/null; then
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q openssl
+fi
+for version in ${TESSERA_KUBE_VERSIONS:-v1.37.2}; do
+  if command -v kubectl >/dev/null; then
+    scripts/kube-real/build.sh "$version"
+  else
+    scripts/kube-real/build.sh "$version" --kubectl
+    $sudo_cmd ln -sf "${TESSERA_K8S_CACHE:-$HOME/.cache/tessera-k8s}/$version/bin/kubectl" /usr/local/bin/kubectl
+  fi
+done
 # ---
 if ! command -v kubectl >/dev/null; then
   echo "kubectl (with kustomize) is required for the manifest tests" >&2

@@ -11,6 +11,12 @@ df -h . | tail -1
 echo "== cargo fmt"; cargo fmt --all -- --check
 echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"; cargo test --workspace 2>&1 | tee "$LOGS/cargo-test.log"
+# --- a real Kubernetes API server (issue 36). Here, while target/debug (which its tests use)
+# is certainly still there.
+echo "== real kube-apiserver + etcd: reflector, DRA objects, RBAC least privilege, cuda-probe admission policy"
+scripts/test-kube-real.sh 2>&1 | tee "$LOGS/kube-real.log" | grep -Ev '^ok ' || true
+grep -qE '^test_kube_real: [0-9]+ passed, 0 failed$' "$LOGS/kube-real.log"
+# ---
 # Nothing below uses the debug build. Where the disk is short (a CI machine filled up here once,
 # at this very step), it is let go before the release build needs the room.
 free_kib=$(df -Pk target | awk 'NR == 2 { print $4 }')
