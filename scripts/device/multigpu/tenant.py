@@ -46,7 +46,14 @@ def rank_main(rank, world, seconds, out):
     a = torch.randn(8192, 8192, device=f"cuda:{rank}", dtype=torch.bfloat16)
     grad = torch.randn(64 * 1024 * 1024, device=f"cuda:{rank}")  # 256 MiB all-reduced per step
     steps, t0 = 0, time.time()
-    while time.time() - t0 < seconds:
+    go = torch.ones(1, device=f"cuda:{rank}")
+    while True:
+        # Rank 0 decides when to stop, so every rank makes the same number of all-reduces
+        # (ranks that each watched their own clock would leave the others waiting in one).
+        go.fill_(1.0 if time.time() - t0 < seconds else 0.0)
+        dist.broadcast(go, 0)
+        if go.item() == 0:
+            break
         for _ in range(4):
             a @ a
         dist.all_reduce(grad)
