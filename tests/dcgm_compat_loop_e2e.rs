@@ -60,7 +60,8 @@ fn device_values(s: &[Sample], field: &str) -> BTreeMap<Key, f64> {
             })
             .collect()
     };
-    let scaled = |m: BTreeMap<Key, f64>, f: f64| m.into_iter().map(|(k, v)| (k, v * f)).collect::<Vec<_>>();
+    let scaled =
+        |m: BTreeMap<Key, f64>, f: f64| m.into_iter().map(|(k, v)| (k, v * f)).collect::<Vec<_>>();
     let free = |mig: bool| -> BTreeMap<Key, f64> {
         let (total, used, reserved) = if mig {
             (
@@ -177,7 +178,11 @@ fn every_snapshot_of_the_demo_loop_sums_to_the_device_on_every_gpu() {
                     l["UUID"].clone(),
                     l.get("GPU_I_ID").cloned().unwrap_or_default(),
                 );
-                *sums.entry(key).or_default() += v;
+                *sums.entry(key.clone()).or_default() += v;
+                // A negative remainder would make any sum come out right.
+                if *v < 0.0 {
+                    over.push(format!("{field} {key:?}: a series reads {v}"));
+                }
                 if !l["pod"].is_empty() {
                     tenant_series += 1;
                     if field == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" {
