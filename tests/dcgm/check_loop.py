@@ -99,8 +99,20 @@ def main():
 
     # --- the sums, in every scrape -------------------------------------------------------------
     snapshots, above, off = set(), [], []
-    for field in sorted(set(WHOLE) | set(MIG)):
-        device = {}  # (timestamp, UUID, GPU_I_ID) -> device value
+    free = {}  # (timestamp, UUID, GPU_I_ID) -> free MiB, from tessera's own memory families
+    for prefix, mig in (("gpu_memory", False), ("gpu_mig_instance_memory", True)):
+        parts = {}
+        for part in ("total", "used", "reserved"):
+            for m, samples in matrix(prom, f'{prefix}_{part}_bytes{{job="{job}"}}[{window}]'):
+                gi = m.get("gpu_instance_id", "") if mig else ""
+                for t, v in samples.items():
+                    parts.setdefault((t, m["uuid"], gi), {})[part] = v
+        for k, p in parts.items():
+            if "total" in p and "used" in p:
+                free[k] = max(p["total"] - p["used"] - p.get("reserved", 0.0), 0.0) / MIB
+    fields = sorted(set(WHOLE) | set(MIG) | {"DCGM_FI_DEV_FB_FREE"})
+    for field in fields:
+        device = dict(free) if field == "DCGM_FI_DEV_FB_FREE" else {}
         for table, mig in ((WHOLE, False), (MIG, True)):
             if field not in table:
                 continue
@@ -129,7 +141,7 @@ def main():
     c.check(
         snapshots and not above,
         f"in every one of {len(snapshots)} scrapes over the loop, no device's compat tenants add up "
-        f"to more than the device ({', '.join(sorted(set(WHOLE) | set(MIG)))})"
+        f"to more than the device ({', '.join(fields)})"
         + (f"; {len(above)} above: {above[:4]}" if above else ""),
     )
     c.check(
