@@ -17,7 +17,20 @@ struct Demo {
 }
 
 impl Demo {
+    /// A port picked free can be taken before tessera binds it (two test runs at once each
+    /// start demos, whose fake API servers bind ephemeral ports too); tessera then exits at
+    /// once, so it is started again on new ports. 1 of 50 concurrent runs met this.
     fn start(extra: &[String]) -> Demo {
+        for _ in 0..5 {
+            let mut d = Demo::spawn(extra);
+            if d.serving() {
+                return d;
+            }
+        }
+        panic!("tessera --demo did not start on free ports in 5 attempts");
+    }
+
+    fn spawn(extra: &[String]) -> Demo {
         let (main, dcgm) = (free_port(), free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
             .arg("--demo")
@@ -36,8 +49,27 @@ impl Demo {
         Demo { child, main, dcgm }
     }
 
+    /// Whether both listeners answer while the process still runs (false once it has exited).
+    fn serving(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let answers =
+                http_get(self.main, "/metrics").is_ok() && http_get(self.dcgm, "/metrics").is_ok();
+            // Asked after the answers: a port another process holds answers too.
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return false;
+            }
+            if answers {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
     fn wait_until(&self, what: &str, mut cond: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        // Generous: two test runs at once on two loaded cores start slowly.
+        let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if cond() {
                 return;
