@@ -11,6 +11,10 @@
 #   dcgm-honor  /metrics of the main listener, honor_labels: true (the series keep their pod labels)
 #   dcgm-plain  /metrics of --web.dcgm-listen-address, honor_labels: false (Prometheus renames the
 #               series' pod labels to exported_namespace, exported_pod, exported_container)
+# A second demo runs its scenario clock ten times faster (TESSERA_DEMO_TIME_SCALE=0.1: the 120 s loop
+# in 12 s), scraped by a second Prometheus (honor_labels: true), for the checks over the whole loop
+# (tests/dcgm/check_loop.py): the sums in every scrape, and OpenCost's 5-minute average for pods
+# that alternate busy and idle.
 # Listens on 127.0.0.1 only; every process it starts is stopped on exit; bounded by
 # TESSERA_TEST_TIMEOUT seconds (default 120). Last line: "N passed, M failed".
 set -euo pipefail
@@ -21,6 +25,8 @@ TESSERA_BIN=${TESSERA_BIN:-target/release/tessera}
 LIMIT=${TESSERA_TEST_TIMEOUT:-120}
 # Scrapes to wait for: the checks average over the last 10 s.
 SCRAPES=${DCGM_TEST_SCRAPES:-12}
+# Scrapes of the fast demo with its pods known: three 12 s loops.
+LOOP_SCRAPES=${DCGM_TEST_LOOP_SCRAPES:-36}
 
 passed=0
 failed=0
@@ -61,6 +67,18 @@ prom_port=$(free_port)
   --web.dcgm-listen-address="127.0.0.1:$dcgm_port" >"$tmp/exporter.log" 2>&1 &
 exp_pid=$!
 pids+=("$exp_pid")
+loop_port=$(free_port)
+loop_prom_port=$(free_port)
+TESSERA_DEMO_TIME_SCALE=0.1 "$TESSERA_BIN" --demo --metrics.dcgm-compat --metrics.detail=full \
+  --web.listen-address="127.0.0.1:$loop_port" >"$tmp/exporter-loop.log" 2>&1 &
+pids+=("$!")
+mkdir -p "$tmp/loop"
+printf '%s\n' 'global:' '  scrape_interval: 1s' '  scrape_timeout: 1s' 'scrape_configs:' \
+  '  - job_name: dcgm-loop' '    honor_labels: true' '    static_configs:' \
+  "      - targets: [\"127.0.0.1:$loop_port\"]" >"$tmp/loop/prometheus.yml"
+prometheus --config.file="$tmp/loop/prometheus.yml" --storage.tsdb.path="$tmp/loop/data" \
+  --web.listen-address="127.0.0.1:$loop_prom_port" --log.level=warn >"$tmp/prometheus-loop.log" 2>&1 &
+pids+=("$!")
 if wait_http "http://127.0.0.1:$dcgm_port/metrics" 30 "$exp_pid"; then
   pass "tessera --demo --metrics.dcgm-compat: /metrics on :$main_port, DCGM families alone on :$dcgm_port"
 else
@@ -114,15 +132,42 @@ python3 tests/dcgm/check_consumers.py --prom "http://127.0.0.1:$prom_port" \
   --queries tests/dcgm/consumer-queries.yaml --metrics-doc docs/metrics.md \
   --honor-job dcgm-honor --plain-job dcgm-plain --exporter-pod gpu-monitoring/tessera-7x2kq \
   >"$log" 2>&1 || true
-grep -Ev '^ok ' "$log" || true
-line=$(grep -E '^check_consumers: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1 || true)
-if [[ -z $line ]]; then
-  fail "check_consumers.py did not finish"
-  tail -n 20 "$log" | sed 's/^/      /'
-else
-  p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
-  f=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
-  passed=$((passed + p))
-  failed=$((failed + f))
+tally() { # $1: a checker's log, $2: its name
+  grep -Ev '^ok ' "$1" || true
+  local line p f
+  line=$(grep -E "^$2: [0-9]+ passed, [0-9]+ failed\$" "$1" | tail -n 1 || true)
+  if [[ -z $line ]]; then
+    fail "$2.py did not finish"
+    tail -n 20 "$1" | sed 's/^/      /'
+  else
+    p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f))
+  fi
+}
+tally "$log" check_consumers
+
+section "the whole demo loop at ten times its speed (TESSERA_DEMO_TIME_SCALE=0.1)"
+n=0
+count_q='count_over_time(DCGM_FI_DEV_FB_USED{pod=~"ranker-a-.*"}[5m])'
+for ((i = 0; i < 60; i++)); do
+  n=$(curl -fsS --max-time 5 "http://127.0.0.1:$loop_prom_port/api/v1/query" --data-urlencode "query=$count_q" 2>/dev/null |
+    python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(int(float(r[0]["value"][1])) if r else 0)' 2>/dev/null ||
+    echo 0)
+  if ((n >= LOOP_SCRAPES)); then break; fi
+  sleep 1
+done
+if ((n < LOOP_SCRAPES)); then
+  fail "the fast demo was not scraped $LOOP_SCRAPES times with its pods known (got $n)"
+  tail -n 5 "$tmp/exporter-loop.log" "$tmp/prometheus-loop.log" | sed 's/^/      /'
+  finish
 fi
+pass "Prometheus scraped the fast demo $n times with its pods known (~$((n / 12)) loops of 12 s)"
+log=$tmp/check_loop.log
+python3 tests/dcgm/check_loop.py --prom "http://127.0.0.1:$loop_prom_port" \
+  --queries tests/dcgm/consumer-queries.yaml --scenario crates/fake-nvml/scenarios/demo.yaml \
+  --job dcgm-loop >"$log" 2>&1 || true
+tally "$log" check_loop
+grep -E "^ok " "$log" | sed "s/^/  /" || true
 finish

@@ -34,6 +34,44 @@ pub enum DemoError {
     Io(#[from] std::io::Error),
     #[error("demo: the built-in scenario is invalid: {0}")]
     Scenario(#[from] serde_yaml::Error),
+    #[error("demo: {TIME_SCALE_ENV}={0:?} is not a number between 0.01 and 1")]
+    TimeScale(String),
+}
+
+/// Test-only: runs the scenario's clock faster (0.1: the 120 s loop in 12 s), so a test sees
+/// every phase of the loop in seconds. Unset, the demo runs as shipped.
+pub const TIME_SCALE_ENV: &str = "TESSERA_DEMO_TIME_SCALE";
+
+/// The scenario with its phase times and loop period multiplied by `factor`.
+fn scale_time(text: &str, factor: f64) -> Result<String, DemoError> {
+    use serde_yaml::Value;
+    let mut doc: Value = serde_yaml::from_str(text)?;
+    doc.apply_merge()?;
+    let scale = |v: &mut Value| {
+        if let Some(ms) = v.as_u64() {
+            *v = Value::from((ms as f64 * factor).round() as u64);
+        }
+    };
+    if let Some(r) = doc.get_mut("repeat_after_ms") {
+        scale(r);
+    }
+    if let Some(phases) = doc.get_mut("phases").and_then(Value::as_sequence_mut) {
+        for at in phases.iter_mut().filter_map(|p| p.get_mut("at_ms")) {
+            scale(at);
+        }
+    }
+    Ok(serde_yaml::to_string(&doc)?)
+}
+
+fn time_scale() -> Result<Option<f64>, DemoError> {
+    let Some(raw) = std::env::var_os(TIME_SCALE_ENV) else {
+        return Ok(None);
+    };
+    let raw = raw.to_string_lossy().into_owned();
+    match raw.trim().parse::<f64>() {
+        Ok(f) if (0.01..=1.0).contains(&f) => Ok(Some(f)),
+        _ => Err(DemoError::TimeScale(raw)),
+    }
 }
 
 /// Files the demo node needs, kept alive (and removed) with this value.
@@ -114,10 +152,13 @@ pub fn prepare(library: Option<&Path>, fleet_index: Option<u32>) -> Result<DemoN
     };
     let dir = tempfile::Builder::new().prefix("tessera-demo-").tempdir()?;
     let fleet = fleet_index.map(fleet::FleetNode::new);
-    let scenario_text = match &fleet {
+    let mut scenario_text = match &fleet {
         Some(f) => f.scenario(SCENARIO)?,
         None => SCENARIO.to_owned(),
     };
+    if let Some(factor) = time_scale()? {
+        scenario_text = scale_time(&scenario_text, factor)?;
+    }
     let scenario = dir.path().join("scenario.yaml");
     std::fs::write(&scenario, &scenario_text)?;
     let procfs = dir.path().join("proc");
@@ -182,4 +223,23 @@ pub async fn start_services(
         api,
         socket,
     })
+}
+
+#[cfg(test)]
+mod time_scale_tests {
+    #[test]
+    fn scaling_shortens_every_phase_and_the_loop() {
+        let text = super::scale_time(super::SCENARIO, 0.1).unwrap();
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(doc["repeat_after_ms"].as_u64(), Some(12_000));
+        let at: Vec<u64> = doc["phases"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|p| p["at_ms"].as_u64().unwrap())
+            .collect();
+        assert_eq!(at, [0, 3_000, 6_000, 9_000]);
+        // Everything else is the shipped scenario's.
+        assert_eq!(doc["phases"][2]["xids"][0]["xid"].as_u64(), Some(31));
+    }
 }

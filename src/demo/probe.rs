@@ -41,15 +41,20 @@ pub fn start(scenario: &str, pids: &[u32], book: ProbeBook) -> Result<Repeating,
     let pids = pids.to_vec();
     let mut busy = vec![0.0f64; pids.len()];
     let mut traced = vec![0.0f64; pids.len()];
-    let mut last = Duration::ZERO;
+    // One clock for the busy time and the report's timestamp: a report's busy time is then
+    // exactly rate × the time between its timestamps, so a window's ratio is the scenario's
+    // rate however late a loaded machine runs this thread (the compat golden reads it).
+    let started = Instant::now();
+    let mut last = started;
     Ok(Repeating::start(
         "tessera-demo-probe",
         REPORT_EVERY,
-        move |elapsed| {
-            let dt = (elapsed - last).as_secs_f64();
-            last = elapsed;
-            let rates = rates_at(&parsed, &pids, elapsed.as_millis() as u64);
+        move |_| {
             let now = Instant::now();
+            let dt = now.duration_since(last).as_secs_f64();
+            last = now;
+            let elapsed = now.duration_since(started);
+            let rates = rates_at(&parsed, &pids, elapsed.as_millis() as u64);
             for (((pid, b), t), rate) in pids.iter().zip(&mut busy).zip(&mut traced).zip(rates) {
                 // A sampled probe sees only its traced time, and says how much that was.
                 let share = if *pid == SAMPLED_PID {

@@ -66,6 +66,8 @@ DEVICE_FAMILY = {
         ("gpu_dram_bandwidth_utilization_ratio", 1.0),
         ("gpu_mig_instance_dram_bandwidth_utilization_ratio", 1.0),
     ),
+    # Derived below from gpu_memory_{total,used,reserved}_bytes and the MIG instance families.
+    "DCGM_FI_DEV_FB_FREE": (("derived", 1.0), ("derived", 1.0)),
     "DCGM_FI_PROF_PIPE_FP64_ACTIVE": (None, None),
     "DCGM_FI_PROF_PIPE_FP32_ACTIVE": (None, None),
     "DCGM_FI_PROF_PIPE_FP16_ACTIVE": (None, None),
@@ -83,6 +85,9 @@ TENANT_FAMILY = {
     "DCGM_FI_DEV_FB_USED": ("gpu_container_memory_used_bytes", 1 / MIB, "any"),
     "DCGM_FI_PROF_SM_ACTIVE": ("gpu_container_sm_utilization_ratio", 1.0, "mig"),
 }
+# Additive fields whose tenant figure is derived from another compat field, not a tessera family:
+# FB_FREE is split in proportion to FB_USED (checked by the memory-ratio check).
+PAIRED = {"DCGM_FI_DEV_FB_FREE"}
 
 
 class Prom:
@@ -259,7 +264,11 @@ def main():
             f'{agg}({agg}_over_time(gpu_container_sm_utilization_ratio{{job="{honor}"}}[{w}])) '
             f"by (container, pod, namespace)"
         )
-        want = {pod_of(m): v for m, v in prom.query(want_q)}
+        # Only the containers whose figures the compat surface publishes (docs/metrics.md, "Which
+        # tenant figures are published"): sole holders, and tenants of devices where every
+        # process carries the probe. The others' figures exist only by elimination.
+        expected = set(oc["usage_pods"])
+        want = {pod_of(m): v for m, v in prom.query(want_q) if pod_of(m)[2] in expected}
         # OpenCost reads every job: the plain job's series all carry the exporter pod's labels.
         rows_honor = {k: v for k, v in rows.items() if k != exporter}
         bad = [
@@ -267,11 +276,14 @@ def main():
             for k in sorted(set(rows_honor) | set(want))
             if k not in rows_honor or k not in want or not close(rows_honor[k], want[k])
         ]
+        missing = sorted(expected - {k[2] for k in want})
         c.check(
-            rows_honor and not bad,
+            rows_honor and not bad and not missing,
             f"OpenCost {name} ({agg} of DCGM_FI_PROF_GR_ENGINE_ACTIVE by container): "
-            f"{len(rows_honor)} containers, each the figure gpu_container_sm_utilization_ratio gives"
-            + ("" if not bad else "; differs: " + "; ".join(bad[:6])),
+            f"{len(rows_honor)} containers, exactly the {len(expected)} expected, each the figure "
+            f"gpu_container_sm_utilization_ratio gives"
+            + ("" if not bad else "; differs: " + "; ".join(bad[:6]))
+            + (f"; no tessera figure for {missing}" if missing else ""),
         )
     # Without honor_labels the series' pod labels are renamed, so OpenCost's grouping sees only
     # the exporter's own pod: why OpenCost (and dcgm-exporter's docs) need honor_labels: true.
@@ -297,6 +309,61 @@ def main():
         f"OpenCost gpu_info (DCGM_FI_DEV_DEC_UTIL by container, UUID, device, modelName): "
         f"{len(info)} rows, each a container on the GPU it holds" + (f"; not holders: {bogus}" if bogus else ""),
     )
+
+    # Its expected rows: the containers holding a whole GPU alone; DEC_UTIL has no per-pod
+    # figure, so a shared GPU's is all remainder and MIG instances have none.
+    want_info = set(oc["gpu_info_pods"])
+    got_info = {pod_of(m)[2]: (m, v) for m, v in info}
+    dec = {m["uuid"]: v * 100.0 for m, v in tessera("gpu_decoder_utilization_ratio")}
+    wrong_info = [
+        f"{p}: {v} vs {dec.get(m.get('UUID'))}"
+        for p, (m, v) in got_info.items()
+        if not close(v, dec.get(m.get("UUID"), float("nan")))
+    ]
+    c.check(
+        set(got_info) == want_info and not wrong_info,
+        f"OpenCost gpu_info: exactly the {len(want_info)} containers holding a whole GPU alone, each "
+        f"at its GPU's decoder utilization" + (f"; got {sorted(got_info)}" if set(got_info) != want_info else "")
+        + (f"; wrong: {wrong_info}" if wrong_info else ""),
+    )
+
+    # OpenCost's memory-used ratio per container (avg and max forms): FB_FREE pairs with FB_USED
+    # per series, so every container holding memory reads its device's occupancy, MIG included.
+    occupancy = {}  # (UUID, GPU_I_ID) -> OpenCost's formula on tessera's own device families
+    for m, v in prom.query(
+        f'avg_over_time(gpu_memory_used_bytes{{job="{honor}"}}[{w}]) / '
+        f'(avg_over_time(gpu_memory_total_bytes{{job="{honor}"}}[{w}]) - '
+        f'avg_over_time(gpu_memory_reserved_bytes{{job="{honor}"}}[{w}]))'
+    ):
+        occupancy[(m["uuid"], "")] = v
+    for m, v in prom.query(
+        f'avg_over_time(gpu_mig_instance_memory_used_bytes{{job="{honor}"}}[{w}]) / '
+        f'avg_over_time(gpu_mig_instance_memory_total_bytes{{job="{honor}"}}[{w}])'
+    ):
+        occupancy[(m["uuid"], m["gpu_instance_id"])] = v
+    holding = {
+        (uuid, mig_ids.get(mi, (uuid, ""))[1]) + pod_of(m)
+        for m, v in tessera("gpu_container_memory_used_bytes")
+        if v > 0
+        for uuid, mi in [(m["uuid"], m.get("mig_uuid", ""))]
+    }
+    for name in ("memory_used_ratio_avg", "memory_used_ratio_max"):
+        q = fill(oc[name], window=w, cluster=cluster, filter="")
+        q = q.replace('{container!=""', f'{{job="{honor}",container!=""')
+        got = {device_key(m) + pod_of(m): v for m, v in prom.query(q)}
+        bad = []
+        for k in sorted(holding):
+            truth = occupancy.get(k[:2])
+            v = got.get(k)
+            if v is None or truth is None or abs(v - truth) > 0.01 * truth:
+                bad.append(f"{k[4]} on {k[0][:12]}… GI {k[1] or '-'}: {v} vs {truth}")
+        mig_rows = sum(1 for k in holding if k[1])
+        c.check(
+            holding and not bad,
+            f"OpenCost {name} (FB_USED / (FB_USED + FB_FREE) by container): each of the "
+            f"{len(holding)} containers holding memory ({mig_rows} on MIG instances) within 1 % of "
+            f"its device's occupancy" + (f"; wrong: {bad[:5]}" if bad else ""),
+        )
 
     # Device-level queries group by device only and average, assuming dcgm-exporter's copies.
     compat = {}  # field -> [(labels, value)] from the honor job at the instant
@@ -335,6 +402,8 @@ def main():
     for f in additive:
         rows = compat.get(f, [])
         tenants = [(m, v) for m, v in rows if device_key(m) in shared and pod_of(m)[2]]
+        if f in PAIRED:
+            continue
         if f in TENANT_FAMILY:
             fam, factor, where = TENANT_FAMILY[f]
             figs = tenant_figures(fam, factor, where)
@@ -358,11 +427,22 @@ def main():
     device_value = {}  # (field, (UUID, GPU_I_ID)) -> tessera's own device figure, DCGM unit
     for f, fams in DEVICE_FAMILY.items():
         for fam, mig in ((fams[0], False), (fams[1], True)):
-            if fam is None:
+            if fam is None or fam[0] == "derived":
                 continue
             for m, v in tessera(fam[0]):
                 key = (m["uuid"], m.get("gpu_instance_id", "")) if mig else (m["uuid"], "")
                 device_value[(f, key)] = v * fam[1]
+    # Free memory: total - used - reserved, per GPU and per MIG instance (no reserve there).
+    for suffix, mig in (("gpu_memory_%s_bytes", False), ("gpu_mig_instance_memory_%s_bytes", True)):
+        parts = {}
+        for part in ("total", "used", "reserved"):
+            for m, v in tessera(suffix % part):
+                key = (m["uuid"], m.get("gpu_instance_id", "")) if mig else (m["uuid"], "")
+                parts.setdefault(key, {})[part] = v
+        for key, p in parts.items():
+            if "total" in p and "used" in p:
+                free = max(p["total"] - p["used"] - p.get("reserved", 0.0), 0.0) / MIB
+                device_value[("DCGM_FI_DEV_FB_FREE", key)] = free
     copied = []
     for f in TENANT_FAMILY:
         by_dev = {}

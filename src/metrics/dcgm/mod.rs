@@ -2,8 +2,11 @@
 //! snapshot as tessera's own families and encoded once per sample. Additive fields follow the
 //! tenant rule of [`split`]; per-GPU fields appear once per GPU.
 
+mod doc;
 pub mod fields;
 mod split;
+
+pub use doc::markdown_reference;
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -15,11 +18,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use self::fields::{Field, Rule};
-use self::split::{split, Owner};
+use self::fields::Field;
+use self::split::{pair_free, split, Owner};
 use super::EncodeOptions;
-use crate::model::view::{ContainerUse, GpuView, MigView};
-use crate::model::{SharingMode, Snapshot};
+use crate::model::view::{ContainerUse, GpuView, MigView, ProcessView};
+use crate::model::{ProcessKind, SharingMode, Snapshot};
 
 type Label = (Cow<'static, str>, Arc<str>);
 type LabelSet = Arc<[Label]>;
@@ -177,6 +180,35 @@ struct Device<'a> {
     remainder: LabelSet,
     exclusive: Option<usize>,
     mig: bool,
+    /// Whether the tenants' compute figures are published here ([`compute_measured`]).
+    compute: bool,
+}
+
+/// Whether a shared device's tenants get compute series: only while every process that may
+/// run kernels on it carries the CUDA probe (at least one runs) and every holder has a
+/// figure. A probe measures busy and idle alike, so whether a pod's series exists does not
+/// depend on what it reads. Figures found by elimination do: a holder that runs nothing reads
+/// 0 only while it is idle, the one active process gets the device only while its co-tenants
+/// are idle, and both are withheld as soon as the others run too. Published, such figures
+/// make every `avg_over_time` of a pod's series read low (a pod busy 75 % of the time reading
+/// 0) or high, so on the compat surface they stay in the remainder; tessera's own
+/// `gpu_container_sm_utilization_ratio` still carries them. A device with nothing running
+/// gives no evidence either way: withheld too.
+fn compute_measured<'p>(
+    processes: impl Iterator<Item = &'p ProcessView>,
+    holders: &[&ContainerUse],
+) -> bool {
+    let mut running = false;
+    for p in processes {
+        if p.sample.kind == Some(ProcessKind::MpsServer) {
+            continue;
+        }
+        if p.probe_busy_seconds.is_none() {
+            return false;
+        }
+        running = true;
+    }
+    running && holders.iter().all(|c| c.sm_utilization.is_some())
 }
 
 impl<'a> Device<'a> {
@@ -186,13 +218,16 @@ impl<'a> Device<'a> {
         mode: SharingMode,
         holders: Vec<&'a ContainerUse>,
         mig: bool,
+        measured: bool,
     ) -> Self {
         let holder_labels = holders
             .iter()
             .map(|c| with_pod(out, base, Pod::Container(c), mode))
             .collect();
+        let exclusive = (is_exclusive(mode) && holders.len() == 1).then_some(0);
         Device {
-            exclusive: (is_exclusive(mode) && holders.len() == 1).then_some(0),
+            compute: exclusive.is_some() || measured,
+            exclusive,
             remainder: with_pod(out, base, Pod::Nobody, mode),
             holders,
             holder_labels,
@@ -206,8 +241,8 @@ impl<'a> Device<'a> {
         f: &Field,
         device: Option<f64>,
         tenant: impl Fn(&ContainerUse) -> Option<f64>,
-    ) {
-        let Some(device) = device else { return };
+    ) -> Option<Vec<(Owner, f64)>> {
+        let device = device?;
         let figures: Vec<Option<f64>> = self
             .holders
             .iter()
@@ -223,7 +258,13 @@ impl<'a> Device<'a> {
                 Some(v)
             })
             .collect();
-        for (owner, v) in split(device, self.exclusive, &figures) {
+        let series = split(device, self.exclusive, &figures);
+        self.push_all(out, f, &series);
+        Some(series)
+    }
+
+    fn push_all(&self, out: &mut Out, f: &Field, series: &[(Owner, f64)]) {
+        for &(owner, v) in series {
             let labels = match owner {
                 Owner::Holder(i) => match self.holder_labels.get(i) {
                     Some(l) => l,
@@ -231,31 +272,59 @@ impl<'a> Device<'a> {
                 },
                 Owner::Remainder => &self.remainder,
             };
-            out.push(f, &labels.clone(), v);
+            out.push(f, labels, v);
         }
+    }
+
+    /// FB_FREE beside the FB_USED series `used`, paired by [`pair_free`]; a tenant past
+    /// --metrics.max-series has its part folded into the remainder, as for any field.
+    fn emit_free(&self, out: &mut Out, used: &[(Owner, f64)], free: f64) {
+        let mut series = pair_free(used, free);
+        if self.exclusive.is_none() {
+            let mut folded = 0.0;
+            series.retain(|&(owner, v)| {
+                if owner == Owner::Remainder {
+                    return true;
+                }
+                if out.tenant_series >= out.max_tenant_series {
+                    out.dropped += 1;
+                    folded += v;
+                    return false;
+                }
+                out.tenant_series += 1;
+                true
+            });
+            for (owner, v) in &mut series {
+                if *owner == Owner::Remainder {
+                    *v += folded;
+                }
+            }
+        }
+        self.push_all(out, &fields::FB_FREE, &series);
     }
 }
 
 fn additive(out: &mut Out, d: &Device<'_>, s: Additive) {
     use fields::*;
     let none = |_: &ContainerUse| None;
-    let share = |c: &ContainerUse| c.sm_utilization;
+    let share = |c: &ContainerUse| c.sm_utilization.filter(|_| d.compute);
     d.emit(out, &GR_ENGINE_ACTIVE, s.gr_engine, share);
     d.emit(out, &GPU_UTIL, s.util.map(|u| u * 100.0), |c| {
-        c.sm_utilization.map(|u| u * 100.0)
+        share(c).map(|u| u * 100.0)
     });
     d.emit(out, &MEM_COPY_UTIL, s.mem_util.map(|u| u * 100.0), none);
     d.emit(out, &ENC_UTIL, s.enc_util.map(|u| u * 100.0), none);
     d.emit(out, &DEC_UTIL, s.dec_util.map(|u| u * 100.0), none);
-    d.emit(
-        out,
-        &FB_USED,
-        s.fb_used_bytes.map(|b| b as f64 / MIB),
-        |c| Some(c.memory_used_bytes as f64 / MIB),
-    );
+    let used = d.emit(out, &FB_USED, s.memory.map(|m| m.used as f64 / MIB), |c| {
+        Some(c.memory_used_bytes as f64 / MIB)
+    });
+    if let (Some(used), Some(m)) = (used, s.memory) {
+        let free = m.total.saturating_sub(m.used).saturating_sub(m.reserved) as f64 / MIB;
+        d.emit_free(out, &used, free);
+    }
     let g = s.gpm;
     // On a MIG instance tessera's container figure is the instance's GPM SM activity.
-    let sm_share = |c: &ContainerUse| if d.mig { c.sm_utilization } else { None };
+    let sm_share = |c: &ContainerUse| if d.mig { share(c) } else { None };
     d.emit(out, &SM_ACTIVE, g.map(|g| g.sm_activity), sm_share);
     d.emit(out, &SM_OCCUPANCY, g.map(|g| g.sm_occupancy), none);
     d.emit(out, &PIPE_TENSOR_ACTIVE, g.map(|g| g.tensor_activity), none);
@@ -312,7 +381,8 @@ struct Additive {
     mem_util: Option<f64>,
     enc_util: Option<f64>,
     dec_util: Option<f64>,
-    fb_used_bytes: Option<u64>,
+    /// The device's memory: FB_USED is split, FB_FREE paired with it.
+    memory: Option<crate::model::MemoryBytes>,
     gpm: Option<crate::model::GpmActivity>,
 }
 
@@ -344,10 +414,6 @@ fn per_gpu(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
         (&POWER_USAGE, s.power_watts),
         (&TOTAL_ENERGY, s.energy_joules.map(|j| (j * 1000.0).round())),
         (&PCIE_REPLAY, s.pcie_replays.map(|n| n as f64)),
-        (
-            &FB_FREE,
-            mem.map(|m| m.total.saturating_sub(m.used).saturating_sub(m.reserved) as f64 / MIB),
-        ),
         (&FB_RESERVED, mem.map(|m| m.reserved as f64 / MIB)),
         (
             &UNCORRECTABLE_REMAPPED_ROWS,
@@ -381,12 +447,16 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
         return;
     }
     let base = device_labels(out, node, driver, g, None);
-    let holders = g
+    let holders: Vec<&ContainerUse> = g
         .containers
         .iter()
         .filter(|c| c.mig_uuid.is_none())
         .collect();
-    let d = Device::new(out, &base, g.sharing_mode, holders, false);
+    let measured = compute_measured(
+        g.processes.iter().filter(|p| p.sample.mig_uuid.is_none()),
+        &holders,
+    );
+    let d = Device::new(out, &base, g.sharing_mode, holders, false, measured);
     additive(
         out,
         &d,
@@ -396,7 +466,7 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
             mem_util: s.memory_utilization,
             enc_util: s.encoder_utilization,
             dec_util: s.decoder_utilization,
-            fb_used_bytes: s.memory.map(|m| m.used),
+            memory: s.memory,
             gpm: s.gpm,
         },
     );
@@ -404,12 +474,18 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
 
 fn mig_device(out: &mut Out, node: &str, driver: &str, g: &GpuView, m: &MigView) {
     let base = device_labels(out, node, driver, g, Some(m));
-    let holders = g
+    let holders: Vec<&ContainerUse> = g
         .containers
         .iter()
         .filter(|c| c.mig_uuid.as_deref() == Some(m.uuid.as_str()))
         .collect();
-    let d = Device::new(out, &base, m.sharing_mode, holders, true);
+    let measured = compute_measured(
+        g.processes
+            .iter()
+            .filter(|p| p.sample.mig_uuid.as_deref() == Some(m.uuid.as_str())),
+        &holders,
+    );
+    let d = Device::new(out, &base, m.sharing_mode, holders, true, measured);
     let gpm = m.sample.gpm.map(|a| crate::model::GpmActivity {
         // Bus traffic is the GPU's, not the instance's.
         pcie_tx_bytes_per_second: None,
@@ -431,7 +507,7 @@ fn mig_device(out: &mut Out, node: &str, driver: &str, g: &GpuView, m: &MigView)
             mem_util: None,
             enc_util: None,
             dec_util: None,
-            fb_used_bytes: m.sample.memory.map(|m| m.used),
+            memory: m.sample.memory,
             gpm,
         },
     );
@@ -486,54 +562,6 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> CompatExposition {
         truncated_label_values,
         dropped_series,
     }
-}
-
-/// docs/metrics.md's compat section, generated from [`fields`].
-pub fn markdown_reference() -> String {
-    use std::fmt::Write;
-    let mut out = String::from(
-        "\n## dcgm-exporter compatibility (`--metrics.dcgm-compat`)\n\n\
-         Served on /metrics beside tessera's families, and alone on `--web.dcgm-listen-address`. \
-         Labels: `gpu`, `UUID`, `pci_bus_id`, `device` (`nvidia<gpu>`), `modelName`, \
-         `GPU_I_PROFILE` and `GPU_I_ID` (MIG instances only), `Hostname` (the node name), \
-         `DCGM_FI_DRIVER_VERSION`, `container`, `namespace`, `pod`, and tessera's `sharing_mode`. \
-         Every family is exposed as a gauge so it keeps dcgm-exporter's exact name (an \
-         OpenMetrics counter must end in `_total`); `rate()` works on it as before.\n\n\
-         ### The tenant rule\n\n\
-         | field kind | exclusive GPU (or vGPU) or MIG instance, one holder | shared device (time-slicing, MPS, fractional, several holders) | no holder |\n\
-         |---|---|---|---|\n\
-         | additive | one series with the holder's `container`/`namespace`/`pod` (as dcgm-exporter) | one series per tenant whose figure tessera knows, plus one remainder series with empty pod labels = device − attributed (never below 0); `sum by (UUID)` = device value; a tenant whose figure is withheld gets no series and its part stays in the remainder | one series with empty pod labels |\n\
-         | per GPU | once per GPU, with the holder's pod labels | once per GPU: the pod labels of the one pod holding it, if only one does now, else empty | once per GPU, empty pod labels |\n\n\
-         On a MIG GPU the additive fields are per MIG instance (`GPU_I_ID`, `GPU_I_PROFILE`), split \
-         among the instance's holders by the same rule: there `sum by (UUID, GPU_I_ID)` is the \
-         instance's value (ratios of different instances do not add up to the GPU's); with `--collect.mig=false` a \
-         MIG GPU has its per-GPU fields only. Per-GPU fields carry `container` only when \
-         one container holds the GPU; one pod with several containers gets `namespace`/`pod` alone. \
-         If the tenants' figures add up to more than the device's (they are sampled apart), the \
-         remainder is 0 and nothing is scaled. Per-tenant series count against \
-         `--metrics.max-series`; a tenant past it is folded into the remainder (and counted in \
-         `tessera_series_dropped`), so the sum by GPU holds.\n\n\
-         | field | dcgm type | unit | rule | tessera's source |\n|---|---|---|---|---|\n",
-    );
-    for f in fields::ALL {
-        let rule = match f.rule {
-            Rule::Additive => "additive",
-            Rule::PerGpu => "per GPU",
-        };
-        let _ = writeln!(
-            out,
-            "| `{}` | {} | {} | {rule} | {} |",
-            f.name, f.dcgm_type, f.unit, f.source
-        );
-    }
-    out.push_str(
-        "\nFields of dcgm-exporter's default set that tessera does not serve (absent, never 0):\n\n\
-         | field | why |\n|---|---|\n",
-    );
-    for (name, why) in fields::ABSENT {
-        let _ = writeln!(out, "| `{name}` | {why} |");
-    }
-    out
 }
 
 #[cfg(test)]

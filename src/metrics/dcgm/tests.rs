@@ -7,7 +7,10 @@ use super::*;
 use crate::model::compute::Activity;
 use crate::model::holding::PodRef;
 use crate::model::join::{join, JoinInputs};
-use crate::model::{GpmActivity, GpuSample, MemoryBytes, MigSample, NvmlSample};
+use crate::model::view::ProcessView;
+use crate::model::{
+    GpmActivity, GpuSample, MemoryBytes, MigSample, NvmlSample, ProcessKind, ProcessSample,
+};
 
 const MIB_U: u64 = 1024 * 1024;
 
@@ -100,6 +103,31 @@ fn with(mode: SharingMode, containers: Vec<ContainerUse>, sample: GpuSample) -> 
     s.gpus[0].containers = containers;
     s
 }
+
+/// A process on GPU 0 (in `mig`, if given); `probe`: whether the CUDA probe reports for it.
+fn process(pid: u32, mig: Option<&str>, kind: Option<ProcessKind>, probe: bool) -> ProcessView {
+    ProcessView {
+        sample: ProcessSample {
+            pid,
+            name: "python3".into(),
+            kind,
+            mig_uuid: mig.map(str::to_owned),
+            ..Default::default()
+        },
+        pod: None,
+        compute: Default::default(),
+        probe_busy_seconds: probe.then_some(1.0),
+        probe_kernels: probe.then_some(10),
+    }
+}
+
+fn probed(mut s: Snapshot, pids: &[u32]) -> Snapshot {
+    s.gpus[0].processes = pids.iter().map(|&p| process(p, None, None, true)).collect();
+    s
+}
+
+#[path = "tests_published.rs"]
+mod published;
 
 fn compat(s: &Snapshot) -> String {
     encode(s, &EncodeOptions::default()).text
@@ -200,37 +228,52 @@ fn an_exclusive_gpu_gives_its_holder_the_device_values() {
 
 #[test]
 fn a_shared_gpu_splits_additive_fields_and_never_copies_the_device_value() {
-    let s = with(
-        SharingMode::TimeSlicing,
-        vec![
-            holder("a", "known", "c", None, Some(0.5), 3000),
-            holder("b", "withheld", "c", None, None, 2000),
-        ],
-        gpu(0.8, 5012),
+    // Every process carries the probe, so every holder's compute figure is measured.
+    let s = probed(
+        with(
+            SharingMode::TimeSlicing,
+            vec![
+                holder("a", "busy", "c", None, Some(0.5), 3000),
+                holder("b", "idle", "c", None, Some(0.0), 2000),
+            ],
+            gpu(0.8, 5012),
+        ),
+        &[1, 2],
     );
     let t = compat(&s);
     let gr = series(&t, "DCGM_FI_PROF_GR_ENGINE_ACTIVE");
-    assert_eq!(gr, vec![("known".into(), 0.5), ("".into(), 0.3)]);
+    assert_eq!(
+        gr,
+        vec![("busy".into(), 0.5), ("idle".into(), 0.0), ("".into(), 0.3)]
+    );
     assert!(
         (total(&gr) - 0.8).abs() < 1e-9,
         "sum by UUID is the device value"
     );
     let util = series(&t, "DCGM_FI_DEV_GPU_UTIL");
     assert!((total(&util) - 80.0).abs() < 1e-9);
-    assert!(
-        !util.iter().any(|(p, _)| p == "withheld"),
-        "a withheld tenant gets no compute series"
-    );
     // Memory is known for every tenant; the remainder is what no pod holds.
     let fb = series(&t, "DCGM_FI_DEV_FB_USED");
     assert_eq!(
         fb,
         vec![
-            ("known".into(), 3000.0),
-            ("withheld".into(), 2000.0),
+            ("busy".into(), 3000.0),
+            ("idle".into(), 2000.0),
             ("".into(), 12.0)
         ]
     );
+    // Free memory follows used memory: each series reads the device's occupancy.
+    let free = series(&t, "DCGM_FI_DEV_FB_FREE");
+    let device_free = 80_000.0 - 5012.0 - 500.0;
+    assert!((total(&free) - device_free).abs() < 1e-6, "{free:?}");
+    for ((p, u), (p2, f)) in fb.iter().zip(&free) {
+        assert_eq!(p, p2);
+        let ratio = u / (u + f);
+        assert!(
+            (ratio - 5012.0 / (5012.0 + device_free)).abs() < 1e-9,
+            "{p}: {ratio}"
+        );
+    }
     // No per-tenant figure: all remainder, not a copy per pod.
     assert_eq!(series(&t, "DCGM_FI_PROF_SM_ACTIVE"), vec![("".into(), 0.6)]);
     assert_eq!(
@@ -330,7 +373,8 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
     let sm = series(&t, "DCGM_FI_PROF_SM_ACTIVE");
     assert_eq!(
         sm,
-        vec![("solo".into(), 0.4), ("x".into(), 0.3), ("".into(), 0.2)]
+        vec![("solo".into(), 0.4), ("".into(), 0.5)],
+        "x's figure is not published: y's is withheld and nobody carries the probe"
     );
     // On an instance the engine's figure is the SM activity the container shares divide, not
     // GPM's graphics figure (0.45, 0.55): the sole holder's value is its own figure.
@@ -346,6 +390,15 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
             ("".into(), 12.0)
         ]
     );
+    // Free memory per instance, with the holders' labels, paired with used memory; none for
+    // the GPU as a whole, whose memory the instances divide.
+    let free = series(&t, "DCGM_FI_DEV_FB_FREE");
+    assert_eq!(free[0], ("solo".into(), 9500.0));
+    assert_eq!(free.len(), 4, "{free:?}");
+    assert!((total(&free[1..]) - 9100.0).abs() < 1e-6);
+    for ((p, u), (_, f)) in fb[1..].iter().zip(&free[1..]) {
+        assert!((u / (u + f) - 0.09).abs() < 1e-9, "{p}");
+    }
     // GPU-wide traffic is not put on an instance; NVML refuses utilization on MIG GPUs.
     assert!(!t.contains("DCGM_FI_PROF_PCIE_TX_BYTES"));
     assert!(!t.contains("DCGM_FI_DEV_GPU_UTIL"));
@@ -433,13 +486,16 @@ fn the_main_exposition_carries_the_compat_families_before_one_eof() {
 
 #[test]
 fn tenants_past_the_series_cap_are_folded_into_the_remainder() {
-    let s = with(
-        SharingMode::Mps,
-        vec![
-            holder("a", "p1", "c", None, Some(0.2), 100),
-            holder("a", "p2", "c", None, Some(0.3), 200),
-        ],
-        gpu(0.6, 312),
+    let s = probed(
+        with(
+            SharingMode::Mps,
+            vec![
+                holder("a", "p1", "c", None, Some(0.2), 100),
+                holder("a", "p2", "c", None, Some(0.3), 200),
+            ],
+            gpu(0.6, 312),
+        ),
+        &[1, 2],
     );
     let opts = EncodeOptions {
         max_series: 1,
@@ -456,6 +512,8 @@ fn tenants_past_the_series_cap_are_folded_into_the_remainder() {
         vec![("".into(), 312.0)],
         "sum by GPU is still the device's"
     );
+    let free = series(&e.text, "DCGM_FI_DEV_FB_FREE");
+    assert_eq!(free, vec![("".into(), 80_000.0 - 312.0 - 500.0)]);
     assert!(e.dropped_series >= 3, "{}", e.dropped_series);
     let main = crate::metrics::encode(&s, &opts);
     assert!(main

@@ -1,0 +1,228 @@
+//! The compat surface over the demo's whole scenario loop: in every snapshot, on every GPU and
+//! MIG instance, each additive compat field's series add up to tessera's own device figure,
+//! never more (issue 34). The demo runs its clock ten times faster (`TESSERA_DEMO_TIME_SCALE`),
+//! so the 120 s loop, with its phase changes, XID and process churn, passes in 12 s.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{fake_library, free_port, http_get};
+
+const MIB: f64 = 1024.0 * 1024.0;
+/// The loop at a tenth of its time, plus a phase: every phase is seen at least once whole.
+const WATCH: Duration = Duration::from_secs(16);
+
+struct Demo(Child);
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One exposition line: family, labels, value.
+type Sample = (String, BTreeMap<String, String>, f64);
+
+fn parse(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let value: f64 = value.parse().ok()?;
+            let (name, rest) = series.split_once('{').unwrap_or((series, "}"));
+            let mut labels = BTreeMap::new();
+            // Label values here hold no `",` (demo names), so a plain split is enough.
+            for kv in rest.trim_end_matches('}').split("\",") {
+                if let Some((k, v)) = kv.split_once("=\"") {
+                    labels.insert(k.to_owned(), v.trim_end_matches('"').to_owned());
+                }
+            }
+            Some((name.to_owned(), labels, value))
+        })
+        .collect()
+}
+
+/// A device: (GPU UUID, GPU instance id or "").
+type Key = (String, String);
+
+/// tessera's own device figure for a compat field, in the compat unit, per device.
+fn device_values(s: &[Sample], field: &str) -> BTreeMap<Key, f64> {
+    let get = |family: &str, mig: bool| -> BTreeMap<Key, f64> {
+        s.iter()
+            .filter(|(n, l, _)| n == family && l.contains_key("gpu_instance_id") == mig)
+            .map(|(_, l, v)| {
+                let gi = l.get("gpu_instance_id").cloned().unwrap_or_default();
+                ((l["uuid"].clone(), gi), *v)
+            })
+            .collect()
+    };
+    let scaled =
+        |m: BTreeMap<Key, f64>, f: f64| m.into_iter().map(|(k, v)| (k, v * f)).collect::<Vec<_>>();
+    let free = |mig: bool| -> BTreeMap<Key, f64> {
+        let (total, used, reserved) = if mig {
+            (
+                get("gpu_mig_instance_memory_total_bytes", true),
+                get("gpu_mig_instance_memory_used_bytes", true),
+                BTreeMap::new(),
+            )
+        } else {
+            (
+                get("gpu_memory_total_bytes", false),
+                get("gpu_memory_used_bytes", false),
+                get("gpu_memory_reserved_bytes", false),
+            )
+        };
+        total
+            .iter()
+            .filter_map(|(k, t)| {
+                let u = used.get(k)?;
+                let r = reserved.get(k).copied().unwrap_or(0.0);
+                Some((k.clone(), (t - u - r).max(0.0) / MIB))
+            })
+            .collect()
+    };
+    let mut out: BTreeMap<Key, f64> = BTreeMap::new();
+    match field {
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE" => {
+            out.extend(get("gpu_utilization_ratio", false));
+            out.extend(get("gpu_mig_instance_sm_activity_ratio", true));
+        }
+        "DCGM_FI_DEV_GPU_UTIL" => out.extend(scaled(get("gpu_utilization_ratio", false), 100.0)),
+        "DCGM_FI_PROF_SM_ACTIVE" => {
+            out.extend(get("gpu_sm_activity_ratio", false));
+            out.extend(get("gpu_mig_instance_sm_activity_ratio", true));
+        }
+        "DCGM_FI_DEV_FB_USED" => {
+            out.extend(scaled(get("gpu_memory_used_bytes", false), 1.0 / MIB));
+            out.extend(scaled(
+                get("gpu_mig_instance_memory_used_bytes", true),
+                1.0 / MIB,
+            ));
+        }
+        "DCGM_FI_DEV_FB_FREE" => {
+            out.extend(free(false));
+            out.extend(free(true));
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The additive fields with a tenant series somewhere, whose sums the test checks.
+const FIELDS: [&str; 5] = [
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+];
+
+#[test]
+fn every_snapshot_of_the_demo_loop_sums_to_the_device_on_every_gpu() {
+    let port = free_port();
+    let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("--demo")
+        .arg("--metrics.dcgm-compat")
+        .arg("--metrics.detail=full")
+        .arg(format!("--nvml.library={}", fake_library().display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--kube.node-name=test-node")
+        .env("TESSERA_DEMO_TIME_SCALE", "0.1")
+        .env_remove("TESSERA_DEMO")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tessera --demo");
+    let _demo = Demo(child);
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut started = None;
+    let mut seen = std::collections::HashSet::new();
+    let (mut snapshots, mut over, mut off, mut tenant_series) = (0, Vec::new(), Vec::new(), 0);
+    let mut pods_with_compute = std::collections::BTreeSet::new();
+    while Instant::now() < deadline {
+        if started.is_some_and(|t: Instant| t.elapsed() > WATCH) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(150));
+        let Ok((200, _, body)) = http_get(port, "/metrics") else {
+            continue;
+        };
+        // Start once pods are known: before that every series is a remainder.
+        if started.is_none() {
+            if !body.contains(r#"pod="ranker-a-"#) {
+                continue;
+            }
+            started = Some(Instant::now());
+        }
+        let samples = parse(&body);
+        // One snapshot per sample: the scrape after it repeats it.
+        let stamp = samples
+            .iter()
+            .find(|(n, _, _)| n == "tessera_samples_total")
+            .map(|(_, _, v)| *v);
+        if !seen.insert(stamp.map(|v| v.to_bits()).unwrap_or(snapshots as u64)) {
+            continue;
+        }
+        snapshots += 1;
+        for field in FIELDS {
+            let device = device_values(&samples, field);
+            let mut sums: BTreeMap<Key, f64> = BTreeMap::new();
+            for (_, l, v) in samples.iter().filter(|(n, _, _)| n == field) {
+                let key = (
+                    l["UUID"].clone(),
+                    l.get("GPU_I_ID").cloned().unwrap_or_default(),
+                );
+                *sums.entry(key.clone()).or_default() += v;
+                // A negative remainder would make any sum come out right.
+                if *v < 0.0 {
+                    over.push(format!("{field} {key:?}: a series reads {v}"));
+                }
+                if !l["pod"].is_empty() {
+                    tenant_series += 1;
+                    if field == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" {
+                        pods_with_compute.insert(l["pod"].clone());
+                    }
+                }
+            }
+            for (key, sum) in &sums {
+                let Some(want) = device.get(key) else {
+                    off.push(format!("{field} {key:?}: no device figure"));
+                    continue;
+                };
+                let eps = 1e-6 * want.abs().max(1.0);
+                if *sum > want + eps {
+                    over.push(format!("{field} {key:?}: {sum} > {want}"));
+                } else if (sum - want).abs() > eps {
+                    off.push(format!("{field} {key:?}: {sum} vs {want}"));
+                }
+            }
+        }
+    }
+    assert!(
+        started.is_some_and(|t| t.elapsed() >= WATCH),
+        "the demo did not serve pods in time"
+    );
+    // One sample a second over 16 s.
+    assert!(snapshots >= 12, "only {snapshots} snapshots");
+    assert!(tenant_series > 0, "no tenant series at all");
+    // GPU 5's MPS clients carry the probe: their compute series are published.
+    assert!(
+        pods_with_compute.iter().any(|p| p.starts_with("ranker-")),
+        "{pods_with_compute:?}"
+    );
+    // GPU 4 is time-sliced without the probe: none of its pods gets a compute series, the one
+    // that runs nothing between its runs included.
+    assert!(
+        !pods_with_compute.contains("nightly-eval-28911"),
+        "{pods_with_compute:?}"
+    );
+    assert!(over.is_empty(), "sums above the device: {over:#?}");
+    assert!(off.is_empty(), "sums off the device: {off:#?}");
+    eprintln!("{snapshots} snapshots checked, 0 above the device");
+}
