@@ -227,10 +227,11 @@ fn endpoints_and_content_type() {
     assert_eq!(e.get("/healthz").unwrap().0, 200);
     assert_eq!(e.get("/readyz").unwrap().0, 200);
     assert!(e.get("/").unwrap().1.contains("/metrics"));
-    assert_eq!(
-        e.get("/debug/attribution").unwrap().0,
-        404,
-        "debug endpoints are off by default"
+    let (status, body) = e.get("/debug/attribution").unwrap();
+    assert_eq!(status, 404, "debug endpoints are off by default");
+    assert!(
+        body.contains("--web.enable-debug"),
+        "the 404 names the flag that turns it on: {body:?}"
     );
     assert!(e.metrics().ends_with("# EOF\n"));
 
