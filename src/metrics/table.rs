@@ -237,15 +237,15 @@ pub enum Detail {
 }
 
 /// Families served only with `--metrics.detail=full`. Nothing tessera ships reads them, and at
-/// fleet scale their series cost more than they tell: per-process figures repeat their
-/// container's on most nodes, the withheld-share gauges are the busy counters less the
+/// fleet scale their series cost more than they tell: per-process compute figures repeat their
+/// container's on most nodes (per-process memory stays: which process holds the memory is what
+/// a container's sum cannot say), the withheld-share gauges are the busy counters less the
 /// attributed ones, and the rest are rarely looked at outside an investigation. dcgm-compat's
 /// own families keep their fields whatever the detail.
 pub const FULL_DETAIL_ONLY: &[Family] = &[
     GPU_MEMORY_RESERVED,
     GPU_SM_OCCUPANCY,
     GPU_DRAM_BANDWIDTH,
-    GPU_ENERGY,
     GPU_ENCODER_UTILIZATION,
     GPU_DECODER_UTILIZATION,
     GPU_REMAPPED_ROWS,
@@ -258,7 +258,6 @@ pub const FULL_DETAIL_ONLY: &[Family] = &[
     GPU_MIG_COMPUTE_SPLIT,
     GPU_UNATTRIBUTED,
     GPU_POD_SM_UTILIZATION,
-    GPU_PROCESS_MEMORY_USED,
     GPU_PROCESS_SM_UTILIZATION,
     GPU_PROCESS_BUSY_RATIO,
     GPU_PROCESS_KERNELS,
@@ -301,7 +300,10 @@ mod tests {
         ] {
             assert!(on[f.index], "{}", f.name);
         }
-        assert!(!on[super::GPU_PROCESS_MEMORY_USED.index]);
+        // The mission's per-process memory, and energy, are served by default.
+        assert!(on[super::GPU_PROCESS_MEMORY_USED.index]);
+        assert!(on[super::GPU_ENERGY.index]);
+        assert!(!on[super::GPU_PROCESS_SM_UTILIZATION.index]);
         assert!(super::served(super::Detail::Full).iter().all(|&b| b));
     }
 }
