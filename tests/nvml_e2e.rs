@@ -73,8 +73,14 @@ fn the_default_detail_leaves_out_what_only_full_detail_serves() {
             f.name
         );
     }
-    // The MPS server and clients are there: their process series were left out, not missing.
+    // The MPS server and clients are there, and the mission's per-process memory is served
+    // for each of them at the default detail; their compute series were left out.
     assert_eq!(value(&m, "gpu_processes{"), Some(3.0), "{m}");
+    let process_memory = m
+        .lines()
+        .filter(|l| l.starts_with("gpu_process_memory_used_bytes{"))
+        .count();
+    assert_eq!(process_memory, 3, "{m}");
     assert!(families.contains("gpu_sm_activity_ratio"), "{families:?}");
     let reasons: Vec<&str> = m
         .lines()
