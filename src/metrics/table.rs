@@ -243,6 +243,13 @@ pub enum Detail {
 /// attributed ones, and the rest are rarely looked at outside an investigation. dcgm-compat's
 /// own families keep their fields whatever the detail.
 pub const FULL_DETAIL_ONLY: &[Family] = &[
+    // Room for per-process memory and energy within ~60 series per GPU: these four are read by
+    // nothing tessera ships. gpu_processes is the count of the default's per-process memory
+    // series; gpu_gpm_available's state is also on /debug/attribution (`gpm`).
+    GPU_MEMORY_UTILIZATION,
+    GPU_GPM_AVAILABLE,
+    GPU_MIG_TENSOR_ACTIVITY,
+    GPU_PROCESSES,
     GPU_MEMORY_RESERVED,
     GPU_SM_OCCUPANCY,
     GPU_DRAM_BANDWIDTH,
