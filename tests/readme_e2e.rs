@@ -104,14 +104,19 @@ fn readme_sample_comes_from_the_default_demo() {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    panic!("README's sample lines the demo does not serve (name and labels compared):\n{missing:#?}");
+    panic!(
+        "README's sample lines the demo does not serve (name and labels compared):\n{missing:#?}"
+    );
 }
 
 #[test]
 fn readme_keeps_the_test_command_ci_runs() {
     let readme = read("README.md");
     let ci = read(".ci/run");
-    assert!(ci.contains("scripts/test.sh"), ".ci/run calls scripts/test.sh");
+    assert!(
+        ci.contains("scripts/test.sh"),
+        ".ci/run calls scripts/test.sh"
+    );
     assert!(
         readme.contains("\ncargo run --release -- --demo ")
             && readme.contains("\nscripts/test.sh "),
@@ -135,8 +140,11 @@ fn paragraphs(md: &str) -> Vec<String> {
             || t.starts_with("* ")
             || t.split_once(". ")
                 .is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-        let not_prose =
-            fenced || t.is_empty() || t.starts_with('|') || t.starts_with('#') || t.starts_with("<!--");
+        let not_prose = fenced
+            || t.is_empty()
+            || t.starts_with('|')
+            || t.starts_with('#')
+            || t.starts_with("<!--");
         if not_prose || list_item {
             if !cur.trim().is_empty() {
                 out.push(std::mem::take(&mut cur));
@@ -165,7 +173,10 @@ fn readme_reads_as_a_guide() {
         .max_by_key(|p| p.split_whitespace().count())
         .unwrap_or_default();
     let words = longest.split_whitespace().count();
-    assert!(words <= 100, "README's longest paragraph has {words} words (at most 100):\n{longest}");
+    assert!(
+        words <= 100,
+        "README's longest paragraph has {words} words (at most 100):\n{longest}"
+    );
 }
 
 /// Long flags named in `text`: `--name` with dots and dashes, not followed by `=`.
@@ -242,7 +253,10 @@ fn docs_index_reaches_every_page_and_design_is_in_the_repo() {
         .iter()
         .filter(|p| !index.contains(&format!("]({p})")))
         .collect();
-    assert!(unlinked.is_empty(), "docs/README.md does not link {unlinked:?}");
+    assert!(
+        unlinked.is_empty(),
+        "docs/README.md does not link {unlinked:?}"
+    );
     assert!(read("README.md").contains("](docs/README.md)"));
 
     // Every pointer to the design document names the copy in the repository.
@@ -253,7 +267,12 @@ fn docs_index_reaches_every_page_and_design_is_in_the_repo() {
             };
             for (n, line) in text.lines().enumerate() {
                 let stale = line.contains("DESIGN.md") || line.contains("DESIGN in the README");
-                assert!(!stale, "{}:{}: cites a design file outside the repository", path.display(), n + 1);
+                assert!(
+                    !stale,
+                    "{}:{}: cites a design file outside the repository",
+                    path.display(),
+                    n + 1
+                );
             }
         }
     }

@@ -234,7 +234,10 @@ fn a_typo_never_suggests_a_hidden_flag() {
     for typo in ["--demoo", "--no-dem", "--no-demos", "--no-kube.dr"] {
         let text = err(&[typo]);
         assert!(text.contains(typo), "{typo}: {text}");
-        assert!(!text.contains("'--no-"), "{typo} suggests a hidden flag: {text}");
+        assert!(
+            !text.contains("'--no-"),
+            "{typo} suggests a hidden flag: {text}"
+        );
     }
     // A visible flag is still suggested.
     let text = err(&["--web.enable-debu"]);
