@@ -6,7 +6,7 @@
 # (a) promtool check rules + promtool test rules (tests/prometheus/*.test.yaml),
 #     static checks of rules/runbooks/dashboards, PrometheusRule not stale;
 # (b) a real Prometheus (2.42+) on loopback scraping the exporter every second:
-#     ${TESSERA_BIN:-target/release/tessera} --demo when that binary exists,
+#     ${TESSERA_BIN:-target/release/tessera} --demo (default detail) when that binary exists,
 #     else tests/prometheus/fixture-exposition.txt served by serve_fixture.py
 #     (TESSERA_TEST_FIXTURE=1 forces the fixture). The rules are loaded with
 #     every alert's `for:` set to 0s (tests/prometheus/rules_for_test.py; the
@@ -126,8 +126,10 @@ prom_port=$(free_port)
 while [[ $prom_port == "$exp_port" ]]; do prom_port=$(free_port); done
 
 if [[ -x $TESSERA_BIN && -z ${TESSERA_TEST_FIXTURE:-} ]]; then
-  source_desc="exporter $TESSERA_BIN --demo --metrics.detail=full"
-  "$TESSERA_BIN" --demo --metrics.detail=full --web.listen-address="127.0.0.1:$exp_port" >"$tmp/exporter.log" 2>&1 &
+  # The default detail, as a default install runs it: every dashboard panel must show data
+  # there (check_static.py keeps full-only families out of the dashboards; this proves it live).
+  source_desc="exporter $TESSERA_BIN --demo (default --metrics.detail)"
+  "$TESSERA_BIN" --demo --web.listen-address="127.0.0.1:$exp_port" >"$tmp/exporter.log" 2>&1 &
   exp_pid=$!
   pids+=("$exp_pid")
   "$TESSERA_BIN" --help >"$tmp/tessera-help.txt" 2>&1 || true

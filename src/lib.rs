@@ -1,5 +1,5 @@
 //! tessera: a GPU node exporter that tells how shared GPUs are really used.
-//! See DESIGN in the README: sources do I/O, the model decides, the sampler publishes one
+//! See docs/design.md ("Data flow"): sources do I/O, the model decides, the sampler publishes one
 //! immutable snapshot, and scrapes copy its bytes.
 
 pub mod advise;

@@ -28,6 +28,12 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz));
     if state.enable_debug {
         r = r.route("/debug/attribution", get(attribution));
+    } else {
+        // A bare 404 reads as a wrong URL; the page exists, it is off by choice.
+        r = r.route(
+            "/debug/attribution",
+            get(|| async { (StatusCode::NOT_FOUND, DEBUG_OFF) }),
+        );
     }
     r.with_state(Arc::new(state))
 }
@@ -46,6 +52,8 @@ pub fn dcgm_router(published: PublishedRx) -> Router {
 }
 
 const NOT_READY: &str = "no sample yet\n";
+const DEBUG_OFF: &str =
+    "/debug/attribution is off: start tessera with --web.enable-debug to serve it\n";
 
 /// Which bytes of a sample a listener serves.
 #[derive(Clone, Copy)]

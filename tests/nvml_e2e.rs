@@ -73,8 +73,13 @@ fn the_default_detail_leaves_out_what_only_full_detail_serves() {
             f.name
         );
     }
-    // The MPS server and clients are there: their process series were left out, not missing.
-    assert_eq!(value(&m, "gpu_processes{"), Some(3.0), "{m}");
+    // The MPS server and clients are there, and the mission's per-process memory is served
+    // for each of them at the default detail; their compute series were left out.
+    let process_memory = m
+        .lines()
+        .filter(|l| l.starts_with("gpu_process_memory_used_bytes{"))
+        .count();
+    assert_eq!(process_memory, 3, "{m}");
     assert!(families.contains("gpu_sm_activity_ratio"), "{families:?}");
     let reasons: Vec<&str> = m
         .lines()
@@ -227,10 +232,11 @@ fn endpoints_and_content_type() {
     assert_eq!(e.get("/healthz").unwrap().0, 200);
     assert_eq!(e.get("/readyz").unwrap().0, 200);
     assert!(e.get("/").unwrap().1.contains("/metrics"));
-    assert_eq!(
-        e.get("/debug/attribution").unwrap().0,
-        404,
-        "debug endpoints are off by default"
+    let (status, body) = e.get("/debug/attribution").unwrap();
+    assert_eq!(status, 404, "debug endpoints are off by default");
+    assert!(
+        body.contains("--web.enable-debug"),
+        "the 404 names the flag that turns it on: {body:?}"
     );
     assert!(e.metrics().ends_with("# EOF\n"));
 

@@ -18,7 +18,7 @@ pub struct Cli {
     /// YAML file with any of the settings below, keyed by flag name (e.g. `sample.interval: 2s`).
     #[arg(long = "config.file", env = "TESSERA_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
-    /// Serve a built-in 8-GPU H100 node (fake NVML, kubelet and pods) instead of real GPUs.
+    /// Serve a built-in 9-GPU H100 node (fake NVML, kubelet and pods) instead of real GPUs.
     #[arg(long = "demo", env = "TESSERA_DEMO", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", overrides_with = "no_demo")]
     pub demo: Option<String>,
@@ -196,6 +196,40 @@ pub enum Command {
     },
 }
 
+/// clap's "a similar argument exists" may name a hidden flag (`--no-demo` for `--dem`); a
+/// newcomer then types a spelling the help never showed. Such an error is rebuilt without the
+/// tip; every other error passes through unchanged.
+fn without_hidden_suggestion(e: clap::Error, command: &clap::Command) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return e;
+    }
+    let hidden = |name: &str| {
+        let long = name.trim_start_matches('-');
+        command
+            .get_arguments()
+            .any(|a| a.is_hide_set() && a.get_long() == Some(long))
+    };
+    let suggests_hidden = e.context().any(|(kind, value)| {
+        kind == ContextKind::SuggestedArg
+            && match value {
+                ContextValue::String(s) => hidden(s),
+                ContextValue::Strings(v) => v.iter().any(|s| hidden(s)),
+                _ => false,
+            }
+    });
+    if !suggests_hidden {
+        return e;
+    }
+    let mut out = clap::Error::new(ErrorKind::UnknownArgument).with_cmd(command);
+    for (kind, value) in e.context() {
+        if kind != ContextKind::SuggestedArg && kind != ContextKind::Suggested {
+            out.insert(kind, value.clone());
+        }
+    }
+    out
+}
+
 impl Cli {
     /// Parses `args` (and the `TESSERA_*` environment) and records which values came from the
     /// environment; `try_parse_from` works too but reports every value as a flag.
@@ -205,7 +239,10 @@ impl Cli {
         T: Into<std::ffi::OsString> + Clone,
     {
         let command = Cli::command();
-        let matches = command.clone().try_get_matches_from(args)?;
+        let matches = command
+            .clone()
+            .try_get_matches_from(args)
+            .map_err(|e| without_hidden_suggestion(e, &command))?;
         let mut cli = Cli::from_arg_matches(&matches)?;
         for arg in command.get_arguments() {
             let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {

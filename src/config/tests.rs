@@ -221,3 +221,27 @@ fn a_fleet_node_is_named_from_its_index_needs_the_demo_and_is_bounded() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_typo_never_suggests_a_hidden_flag() {
+    let err = |args: &[&str]| {
+        Cli::parse_args(std::iter::once("tessera").chain(args.iter().copied()))
+            .err()
+            .map(|e| e.render().to_string())
+            .unwrap_or_default()
+    };
+    // Hidden `--no-<flag>` spellings sit one edit away from their visible flags.
+    for typo in ["--demoo", "--no-dem", "--no-demos", "--no-kube.dr"] {
+        let text = err(&[typo]);
+        assert!(text.contains(typo), "{typo}: {text}");
+        // The typo itself may start with `--no-`; only a tip may not name such a flag.
+        let tips: Vec<&str> = text.lines().filter(|l| l.contains("tip:")).collect();
+        assert!(
+            tips.iter().all(|l| !l.contains("'--no-")),
+            "{typo} suggests a hidden flag: {text}"
+        );
+    }
+    // A visible flag is still suggested.
+    let text = err(&["--web.enable-debu"]);
+    assert!(text.contains("--web.enable-debug"), "{text}");
+}

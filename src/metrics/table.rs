@@ -244,15 +244,22 @@ pub enum Detail {
 }
 
 /// Families served only with `--metrics.detail=full`. Nothing tessera ships reads them, and at
-/// fleet scale their series cost more than they tell: per-process figures repeat their
-/// container's on most nodes, the withheld-share gauges are the busy counters less the
+/// fleet scale their series cost more than they tell: per-process compute figures repeat their
+/// container's on most nodes (per-process memory stays: which process holds the memory is what
+/// a container's sum cannot say), the withheld-share gauges are the busy counters less the
 /// attributed ones, and the rest are rarely looked at outside an investigation. dcgm-compat's
 /// own families keep their fields whatever the detail.
 pub const FULL_DETAIL_ONLY: &[Family] = &[
+    // Room for per-process memory and energy within ~60 series per GPU: these four are read by
+    // nothing tessera ships. gpu_processes is the count of the default's per-process memory
+    // series; gpu_gpm_available's state is also on /debug/attribution (`gpm`).
+    GPU_MEMORY_UTILIZATION,
+    GPU_GPM_AVAILABLE,
+    GPU_MIG_TENSOR_ACTIVITY,
+    GPU_PROCESSES,
     GPU_MEMORY_RESERVED,
     GPU_SM_OCCUPANCY,
     GPU_DRAM_BANDWIDTH,
-    GPU_ENERGY,
     GPU_ENCODER_UTILIZATION,
     GPU_DECODER_UTILIZATION,
     GPU_REMAPPED_ROWS,
@@ -265,7 +272,6 @@ pub const FULL_DETAIL_ONLY: &[Family] = &[
     GPU_MIG_COMPUTE_SPLIT,
     GPU_UNATTRIBUTED,
     GPU_POD_SM_UTILIZATION,
-    GPU_PROCESS_MEMORY_USED,
     GPU_PROCESS_SM_UTILIZATION,
     GPU_PROCESS_BUSY_RATIO,
     GPU_PROCESS_BUSY_LOWER,
@@ -310,7 +316,10 @@ mod tests {
         ] {
             assert!(on[f.index], "{}", f.name);
         }
-        assert!(!on[super::GPU_PROCESS_MEMORY_USED.index]);
+        // The mission's per-process memory, and energy, are served by default.
+        assert!(on[super::GPU_PROCESS_MEMORY_USED.index]);
+        assert!(on[super::GPU_ENERGY.index]);
+        assert!(!on[super::GPU_PROCESS_SM_UTILIZATION.index]);
         assert!(super::served(super::Detail::Full).iter().all(|&b| b));
     }
 }

@@ -1,5 +1,5 @@
 //! Deciding at the widest level the evidence allows, and checking the probe against evidence
-//! its tenant does not control (DESIGN.md, invariant 6).
+//! its tenant does not control (docs/design.md, invariant 6).
 //!
 //! [`compute::split`](super::compute::split) decides per process. Above it, per device:
 //!

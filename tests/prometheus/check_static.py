@@ -8,9 +8,9 @@ where it must not; every recording rule is checked by a promql_expr_test.
 Dashboards: valid JSON, schemaVersion >= 39, unique uid and panel ids, gridPos
 on every panel, a `datasource` variable of type datasource, an optional
 `cluster` variable, and no hard-coded datasource UID.
-Detail: no rule reads a family that only `--metrics.detail=full` serves (marked
-*full* in docs/metrics.md), and a dashboard panel that reads one says so in
-its description.
+Detail: no rule and no dashboard panel reads a family that only
+`--metrics.detail=full` serves (marked *full* in docs/metrics.md), so every
+panel shows data on a default install.
 
 Prints "ok ..." / "FAIL ..." lines and "check_static: N passed, M failed".
 """
@@ -157,11 +157,19 @@ def check_detail(c, rule_files, dashboards, full_only):
     for path in dashboards:
         with open(path, encoding="utf-8") as f:
             d = json.load(f)
+        # Every panel of every shipped dashboard must show data on a default install: a panel
+        # that reads a full-only family is empty there. Degrade it to a default family, or move
+        # it to a dashboard whose uid ends in "-full" (none ships yet; scripts/test-prometheus.sh
+        # would then need a full-detail exporter for it).
+        full_dashboard = d.get("uid", "").endswith("-full")
+        reads_full = []
         for p in walk_panels(d.get("panels", [])):
             hit = sorted({n for t in p.get("targets", []) for n in metric_names(t.get("expr", ""))} & full_only)
             if hit:
-                c.check("--metrics.detail=full" in p.get("description", ""),
-                        f"{os.path.basename(path)}/{p.get('title')}: reads {hit}; its description says it needs --metrics.detail=full")
+                reads_full.append(f"{p.get('title')}: {hit}")
+        c.check(full_dashboard or not reads_full,
+                f"{os.path.basename(path)}: no panel reads a family only --metrics.detail=full serves"
+                + (f" (not: {reads_full})" if reads_full else ""))
 
 
 def main():

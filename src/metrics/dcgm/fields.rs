@@ -2,7 +2,7 @@
 //! with dcgm-exporter's name, type and unit, how tessera sources it, and whether it is split
 //! among tenants. docs/metrics.md is generated from it, with the fields tessera cannot source.
 
-/// How a field's device value is handed to the pods on the device (DESIGN.md invariant 7).
+/// How a field's device value is handed to the pods on the device (docs/design.md, invariant 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rule {
     /// A quantity the tenants' uses add up to: one series per tenant whose figure tessera knows

@@ -1,5 +1,5 @@
-//! The tenant rule for additive fields (DESIGN.md invariant 7): no copies, no double counting,
-//! and no pod handed more than the device had.
+//! The tenant rule for additive fields (docs/design.md invariant 7): no copies, no double
+//! counting, and no pod handed more than the device had.
 //!
 //! - One holder of an exclusive device (a whole GPU or a MIG instance): the device value, with
 //!   its pod labels, as dcgm-exporter does.
