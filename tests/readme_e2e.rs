@@ -203,10 +203,6 @@ fn long_flags(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// Flags a sibling change adds to the code and the docs at once (the lead lands `--collect.gpm`
-/// separately); the table may name them before `--help` does.
-const DOCUMENTED_AHEAD: &[&str] = &["--collect.gpm"];
-
 #[test]
 fn configuration_doc_names_exactly_the_flags_of_help() {
     let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
@@ -227,10 +223,7 @@ fn configuration_doc_names_exactly_the_flags_of_help() {
         .map(|f| format!("--{f}"))
         .collect();
     let undocumented: Vec<_> = in_help.difference(&in_doc).collect();
-    let unknown: Vec<_> = in_doc
-        .difference(&in_help)
-        .filter(|f| !DOCUMENTED_AHEAD.contains(&f.as_str()))
-        .collect();
+    let unknown: Vec<_> = in_doc.difference(&in_help).collect();
     assert!(
         undocumented.is_empty() && unknown.is_empty(),
         "docs/configuration.md and --help disagree: missing from the doc {undocumented:?}, \
