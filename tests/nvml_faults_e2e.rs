@@ -15,6 +15,18 @@ fn scenario_file(dir: &tempfile::TempDir, yaml: &str) -> std::path::PathBuf {
     path
 }
 
+/// Three busy GPUs with `faults` (YAML list items), sampled every 200 ms; the scenario's
+/// folder lives as long as the returned guard.
+fn three_gpus_with_faults(faults: &str, args: &[&str]) -> (tempfile::TempDir, Exporter) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_file(&dir, &format!("faults:\n{faults}{THREE_GPUS}"));
+    let mut builder = Exporter::builder(&scenario).arg("--sample.interval=200ms");
+    for a in args {
+        builder = builder.arg(*a);
+    }
+    (dir, builder.start())
+}
+
 fn series_value(m: &str, family: &str, needles: &[&str]) -> Option<f64> {
     m.lines()
         .filter(|l| l.starts_with(&format!("{family}{{")))
@@ -91,21 +103,14 @@ fn longest_down_run(w: &Watch, gpu: usize) -> usize {
 
 #[test]
 fn a_gpu_whose_nvml_worker_segfaults_is_back_next_sample_and_the_others_lose_none() {
-    let dir = tempfile::tempdir().expect("tempdir");
     // GPU 1's worker dies of SIGSEGV on its 5th power reading, every life; its temperature
     // read always fails, so its failed-call counter spans several worker lives.
-    let scenario = scenario_file(
-        &dir,
-        &format!(
-            "faults:
-  - {{ call: nvmlDeviceGetPowerUsage, gpu: 1, crash: segv, after_calls: 5 }}
-  - {{ call: nvmlDeviceGetTemperature, gpu: 1, error: unknown }}
-{THREE_GPUS}"
-        ),
+    let (_dir, e) = three_gpus_with_faults(
+        "  - { call: nvmlDeviceGetPowerUsage, gpu: 1, crash: segv, after_calls: 5 }
+  - { call: nvmlDeviceGetTemperature, gpu: 1, error: unknown }
+",
+        &[],
     );
-    let e = Exporter::builder(&scenario)
-        .arg("--sample.interval=200ms")
-        .start();
     let w = watch(&e, Duration::from_secs(6), "temperature");
     let restarts = series_value(
         &w.last,
@@ -144,18 +149,10 @@ fn a_gpu_whose_nvml_worker_segfaults_is_back_next_sample_and_the_others_lose_non
 
 #[test]
 fn an_abort_inside_nvml_costs_one_gpu_and_is_counted() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let scenario = scenario_file(
-        &dir,
-        &format!(
-            "faults:
-  - {{ call: nvmlDeviceGetMemoryInfo, gpu: 2, crash: abort, after_calls: 3 }}
-{THREE_GPUS}"
-        ),
+    let (_dir, e) = three_gpus_with_faults(
+        "  - { call: nvmlDeviceGetMemoryInfo, gpu: 2, crash: abort, after_calls: 3 }\n",
+        &[],
     );
-    let e = Exporter::builder(&scenario)
-        .arg("--sample.interval=200ms")
-        .start();
     e.wait_until("an abort counted", |e| {
         series_value(
             &e.metrics(),
@@ -172,19 +169,10 @@ fn an_abort_inside_nvml_costs_one_gpu_and_is_counted() {
 
 #[test]
 fn a_worker_that_stops_answering_is_killed_and_replaced() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let scenario = scenario_file(
-        &dir,
-        &format!(
-            "faults:
-  - {{ call: nvmlDeviceGetTemperature, gpu: 1, slow_ms: 600000 }}
-{THREE_GPUS}"
-        ),
+    let (_dir, e) = three_gpus_with_faults(
+        "  - { call: nvmlDeviceGetTemperature, gpu: 1, slow_ms: 600000 }\n",
+        &["--nvml.timeout=300ms"],
     );
-    let e = Exporter::builder(&scenario)
-        .arg("--sample.interval=200ms")
-        .arg("--nvml.timeout=300ms")
-        .start();
     e.wait_until("GPU 1 reported down with its reason", |e| {
         let m = e.metrics();
         gpu_up(&m, "1") == Some(0.0)

@@ -85,7 +85,7 @@ fn validation_messages_name_the_problem() {
         .contains("no mig section"));
     assert!(
         err("gpus: [{ sku: h100-80gb-hbm3 }]\nfaults: [{ call: nvmlDeviceGetPowerUsage }]")
-            .contains("needs `error`, `slow_ms` or both")
+            .contains("needs `error`, `slow_ms` or `crash`")
     );
     assert!(err(
         "gpus: [{ sku: h100-80gb-hbm3 }]\nphases: [{ at_ms: 0, xids: [{ gpu: 3, xid: 79 }] }]"
