@@ -62,6 +62,9 @@ fn missing_nvml_is_one_clear_line_and_exit_1() {
         last.contains("NVML library not found") && last.contains("--demo"),
         "{err}"
     );
+    // The worker process that found it missing does not wrap the supervisor's wording again.
+    assert_eq!(last.matches("NVML library not found").count(), 1, "{err}");
+    assert!(last.contains("/nonexistent/libnvidia-ml.so.1"), "{err}");
 }
 
 #[test]

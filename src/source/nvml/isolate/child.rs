@@ -58,14 +58,13 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
     let nvml = match open(config.library.as_deref()) {
         Ok(n) => n,
         Err(e) => {
-            let not_found = matches!(e, super::super::NvmlOpenError::NotFound { .. });
-            write(
-                &mut out,
-                &Message::InitFailed {
-                    not_found,
-                    message: e.to_string(),
-                },
-            )?;
+            // A missing library travels as its detail: the supervisor words it as a missing
+            // library itself, as thread mode does.
+            let (not_found, message) = match &e {
+                super::super::NvmlOpenError::NotFound { detail } => (true, detail.clone()),
+                other => (false, other.to_string()),
+            };
+            write(&mut out, &Message::InitFailed { not_found, message })?;
             return Err(WorkerError::Reported(e.to_string()));
         }
     };
