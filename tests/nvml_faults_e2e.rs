@@ -19,7 +19,7 @@ fn scenario_file(dir: &tempfile::TempDir, yaml: &str) -> std::path::PathBuf {
 /// folder lives as long as the returned guard.
 fn three_gpus_with_faults(faults: &str, args: &[&str]) -> (tempfile::TempDir, Exporter) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let scenario = scenario_file(&dir, &format!("faults:\n{faults}{THREE_GPUS}"));
+    let scenario = scenario_file(&dir, &format!("faults:\n{faults}{}{BUSY_THREE}", h100s(3)));
     let mut builder = Exporter::builder(&scenario).arg("--sample.interval=200ms");
     for a in args {
         builder = builder.arg(*a);
@@ -39,11 +39,12 @@ fn gpu_up(m: &str, gpu: &str) -> Option<f64> {
     series_value(m, "gpu_up", &[&format!("gpu=\"{gpu}\"")])
 }
 
-const THREE_GPUS: &str = "gpus:
-  - { sku: h100-80gb-hbm3 }
-  - { sku: h100-80gb-hbm3 }
-  - { sku: h100-80gb-hbm3 }
-phases:
+/// `n` H100s, as scenario YAML.
+fn h100s(n: usize) -> String {
+    format!("gpus:\n{}", "  - { sku: h100-80gb-hbm3 }\n".repeat(n))
+}
+
+const BUSY_THREE: &str = "phases:
   - at_ms: 0
     processes:
       - { pid: 8001, gpu: 0, comm: python3, memory_mib: 1000, sm_util: 50 }
@@ -202,18 +203,7 @@ fn concurrent_gpm_on_several_gpus_does_not_crash_either_mode() {
         let dir = tempfile::tempdir().expect("tempdir");
         let scenario = scenario_file(
             &dir,
-            "gpm_race_crash: { hold_ms: 3 }
-gpus:
-  - { sku: h100-80gb-hbm3 }
-  - { sku: h100-80gb-hbm3 }
-  - { sku: h100-80gb-hbm3 }
-  - { sku: h100-80gb-hbm3 }
-phases:
-  - at_ms: 0
-    processes:
-      - { pid: 8001, gpu: 0, comm: python3, memory_mib: 1000, sm_util: 50 }
-      - { pid: 8002, gpu: 1, comm: python3, memory_mib: 2000, sm_util: 40 }
-",
+            &format!("gpm_race_crash: {{ hold_ms: 3 }}\n{}{BUSY_THREE}", h100s(4)),
         );
         let e = Exporter::builder(&scenario)
             .arg("--sample.interval=30ms")

@@ -360,18 +360,7 @@ fn check_claims(
             out.push(DisputeReason::ClaimWithoutCpu);
         }
     }
-    // A process idle on its own probe's word is one more timeline: if the others' kernels ran
-    // stretched while it claimed nothing, its probe is hiding the slices it took.
-    let timelined: Vec<u32> = split
-        .candidates
-        .iter()
-        .chain(&split.probe_idle)
-        .copied()
-        .collect();
-    let has_timelines = split.from_timelines || !split.probe_idle.is_empty();
-    let stretch = (sums && !d.mps && has_timelines)
-        .then(|| lone_stretch(&timelined, d))
-        .flatten();
+    let stretch = sums.then(|| timelined_stretch(split, d)).flatten();
     if stretch.is_some_and(|(s, hidden)| s > STRETCH_DISPUTE && hidden >= HIDDEN_SHARE) {
         out.push(DisputeReason::StretchedAlone);
     }
@@ -445,12 +434,13 @@ fn lone_stretch(candidates: &[u32], d: &DeviceCompute<'_>) -> Option<(f64, f64)>
     })
 }
 
-/// Claims that pass every check, from timelines stretched in lone milliseconds past
-/// [`STRETCH_TOLERANCE`] but not past the dispute's mark: the point figures are withheld (the
-/// split cannot tell an estimate's error from a small hidden tenant) and the bounds stay.
-fn keep_bounds_only(split: &mut DeviceSplit, d: &DeviceCompute<'_>) {
+/// How far the time-sliced tenants' kernels ran past their solo durations in the milliseconds
+/// only one probe covered, and the unexplained share; `None` under MPS or without timelines.
+/// A process idle on its own probe's word is one more timeline: if the others' kernels ran
+/// stretched while it claimed nothing, its probe is hiding the slices it took.
+fn timelined_stretch(split: &DeviceSplit, d: &DeviceCompute<'_>) -> Option<(f64, f64)> {
     if d.mps || (!split.from_timelines && split.probe_idle.is_empty()) {
-        return;
+        return None;
     }
     let timelined: Vec<u32> = split
         .candidates
@@ -458,7 +448,14 @@ fn keep_bounds_only(split: &mut DeviceSplit, d: &DeviceCompute<'_>) {
         .chain(&split.probe_idle)
         .copied()
         .collect();
-    let Some((stretch, _)) = lone_stretch(&timelined, d).filter(|(s, _)| *s > STRETCH_TOLERANCE)
+    lone_stretch(&timelined, d)
+}
+
+/// Claims that pass every check, from timelines stretched in lone milliseconds past
+/// [`STRETCH_TOLERANCE`] but not past the dispute's mark: the point figures are withheld (the
+/// split cannot tell an estimate's error from a small hidden tenant) and the bounds stay.
+fn keep_bounds_only(split: &mut DeviceSplit, d: &DeviceCompute<'_>) {
+    let Some((stretch, _)) = timelined_stretch(split, d).filter(|(s, _)| *s > STRETCH_TOLERANCE)
     else {
         return;
     };
