@@ -51,6 +51,7 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         idle_since: None,
         idle_unsettled: false,
         bounds_only: None,
+        lone_stretch: None,
         shares: HashMap::new(),
     }
 }

@@ -105,6 +105,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         idle_since,
         idle_unsettled,
         bounds_only: None,
+        lone_stretch: None,
         shares: HashMap::new(),
     };
     if candidates.is_empty() {

@@ -71,6 +71,7 @@ const MIN_TRACED_MS: usize = 50;
 pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u32, &PodRef>) {
     match split.method {
         SplitMethod::Probe => {
+            split.lone_stretch = timelined_stretch(split, d).map(|(s, h)| [s, h]);
             // A share withheld because its kernels outlast time slices is still claimed: the
             // checks weigh what the probe says, as they did before it was withheld.
             let claims: Vec<(u32, f64)> = split

@@ -165,6 +165,11 @@ pub struct DeviceSplit {
     /// ([`super::evidence`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds_only: Option<f64>,
+    /// What the stretch checks read, whether or not either fired: `[stretch, hidden]` over the
+    /// milliseconds one probe covered alone. For people tuning the tolerances against real
+    /// tenants (scripts/device/corpus), not for rules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lone_stretch: Option<[f64; 2]>,
     /// When the device's current run of readings below [`IDLE_SHARE`] began; `None` while it
     /// reads busy (or reads nothing). Carried to the next sample.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -23,8 +23,8 @@ const SUCCESS: c_int = 0;
 /// `CUPTI_ERROR_MAX_LIMIT_REACHED`: no more records in the buffer.
 const END_OF_BUFFER: c_int = 12;
 const CONCURRENT_KERNEL: u32 = 10;
-/// Long enough for every field the probe reads (the name pointer ends at 112).
-const RECORD_LEN: usize = 128;
+/// `CUpti_ActivityKernel5`'s size: every field the probe reads (the graph node ends at 152).
+const RECORD_LEN: usize = 160;
 
 static CALLBACKS: Mutex<Option<(RequestFn, CompleteFn)>> = Mutex::new(None);
 static LAST_FLUSH_NS: AtomicU64 = AtomicU64::new(0);

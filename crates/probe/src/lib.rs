@@ -53,6 +53,9 @@ const KERNEL_DYNAMIC_SHARED_OFFSET: usize = 80;
 const KERNEL_NAME_OFFSET: usize = 104;
 /// Kernels of one CUDA graph launch share the launch's correlation id (record log only).
 const KERNEL_CORRELATION_OFFSET: usize = 92;
+/// The graph node that launched the kernel, 0 outside graphs: in every kernel record version
+/// since `CUpti_ActivityKernel5` (CUDA 11.0), the only versions CUPTI 11+ emits.
+const KERNEL_GRAPH_NODE_OFFSET: usize = 144;
 /// Large buffers mean few completions: the per-kernel cost stays one record write.
 const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 const BUFFER_ALIGN: usize = 8;
@@ -206,7 +209,7 @@ unsafe extern "C" fn buffer_completed(
         {
             let mut record: *mut u32 = std::ptr::null_mut();
             // SAFETY: `buf` holds `valid` bytes of records; CUPTI hands back pointers into it,
-            // and every kernel record is at least KERNEL_NAME_OFFSET + 8 bytes long.
+            // and every kernel record is at least KERNEL_GRAPH_NODE_OFFSET + 8 bytes long.
             unsafe {
                 while (cupti.next_record)(buf, valid, &mut record) == CUPTI_SUCCESS {
                     if record.is_null() {
@@ -223,6 +226,10 @@ unsafe extern "C" fn buffer_completed(
                             grid: [0, 4, 8].map(|o| u32_at(KERNEL_GRID_OFFSET + o)),
                             block: [12, 16, 20].map(|o| u32_at(KERNEL_GRID_OFFSET + o)),
                             dynamic_shared: u32_at(KERNEL_DYNAMIC_SHARED_OFFSET),
+                            graph_node: base
+                                .add(KERNEL_GRAPH_NODE_OFFSET)
+                                .cast::<u64>()
+                                .read_unaligned(),
                         };
                         if start == 0 || end <= start {
                             INCOMPLETE.fetch_add(1, Ordering::Relaxed);

@@ -7,8 +7,9 @@
 //! whose records carry no such string (`crates/fake-cupti`) must not be run with it.
 //!
 //! Format, one line each (text, so `xz` shrinks it and a script reads it without a decoder):
-//! * `S <id> <gx> <gy> <gz> <bx> <by> <bz> <dyn_shared> <name>`: a launch shape first seen,
-//!   with an id that counts from 0 in this process (name truncated, spaces replaced);
+//! * `S <id> <gx> <gy> <gz> <bx> <by> <bz> <dyn_shared> <name> <graph node>`: a launch shape
+//!   first seen, with an id that counts from 0 in this process (name truncated, spaces
+//!   replaced; graph node 0 outside CUDA graphs);
 //! * `K <id> <start − previous start> <end − start> <solo> <correlation − previous>`: one
 //!   kernel, ns; deltas are signed (buffers of several streams interleave); `solo` is what the
 //!   probe's estimator gave it; kernels of one CUDA graph launch share a correlation id;
@@ -77,9 +78,10 @@ impl RecordLog {
             let [bx, by, bz] = shape.block;
             let _ = writeln!(
                 self.buf,
-                "S {next} {gx} {gy} {gz} {bx} {by} {bz} {} {}",
+                "S {next} {gx} {gy} {gz} {bx} {by} {bz} {} {} {}",
                 shape.dynamic_shared,
-                if n.is_empty() { "?" } else { &n }
+                if n.is_empty() { "?" } else { &n },
+                shape.graph_node
             );
             next
         });
@@ -130,6 +132,7 @@ mod tests {
             grid: [gx, 1, 1],
             block: [128, 1, 1],
             dynamic_shared: 0,
+            graph_node: 0,
         }
     }
 
@@ -148,8 +151,8 @@ mod tests {
         assert_eq!(asked, 2);
         assert_eq!(
             log.take(),
-            "S 0 8 1 1 128 1 1 0 gemm_a\nK 0 1000 500 400 7\n\
-             S 1 8 1 1 128 1 1 0 ln\nK 1 1000 100 100 0\n\
+            "S 0 8 1 1 128 1 1 0 gemm_a 0\nK 0 1000 500 400 7\n\
+             S 1 8 1 1 128 1 1 0 ln 0\nK 1 1000 100 100 0\n\
              K 0 -100 500 450 2\nT 5 6\n"
         );
         assert_eq!(log.take(), "");

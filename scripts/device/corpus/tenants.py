@@ -67,15 +67,16 @@ class HfGen:
         self.inputs = [torch.randint(5, 32000, (b, p), generator=g).to(DEV) for b, p, _ in self.CLASSES]
         self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
         if graph:
+            # A static cache makes generate() compile its decoding step itself (transformers
+            # >= 4.5x: `compile_config`, mode "reduce-overhead": CUDA graphs); wrapping forward
+            # in torch.compile as well nests two compilations, whose graph replays overwrite
+            # each other's outputs (run 1 of the corpus failed so).
             self.kw["cache_implementation"] = "static"
-            eager = self.model.forward
-            self.model.forward = torch.compile(eager, mode="reduce-overhead", fullgraph=True)
-            try:
-                self.serve(0)
-            except Exception as e:  # a transformers version whose generate breaks the graph
-                print("fullgraph compile failed, compiling with graph breaks:", e, file=sys.stderr)
-                torch._dynamo.reset()
-                self.model.forward = torch.compile(eager, mode="reduce-overhead")
+            if not hasattr(self.model, "get_compiled_call"):
+                self.model.forward = torch.compile(self.model.forward, mode="reduce-overhead", fullgraph=True)
+            else:
+                from transformers import CompileConfig
+                self.kw["compile_config"] = CompileConfig(fullgraph=True, mode="reduce-overhead")
 
     def serve(self, i):
         n = self.CLASSES[i][2]
@@ -254,6 +255,8 @@ def warm(w, n=4):
 
 
 def kernel_union_ms(trace):
+    """(union of kernel spans ms, sum of kernel durations ms, kernels): the sum and count tell
+    side-by-side streams and kernel counts apart when a truth is in doubt."""
     spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace.get("traceEvents", [])
                    if e.get("cat") == "kernel" and "dur" in e)
     busy, end = 0.0, -math.inf
@@ -262,7 +265,7 @@ def kernel_union_ms(trace):
             continue
         busy += b - max(a, end)
         end = b
-    return busy / 1000
+    return busy / 1000, sum(b - a for a, b in spans) / 1000, len(spans)
 
 
 def measure(w, i, n):
@@ -276,6 +279,7 @@ def measure(w, i, n):
             getattr(w, "gap", lambda: None)()
             s.record(); w.serve(i); e.record(); torch.cuda.synchronize()
             ev.append(s.elapsed_time(e))
+    extra = {}
     if os.environ.get("CORPUS_FAKE"):
         loop()
         k = sum(ev)
@@ -287,7 +291,8 @@ def measure(w, i, n):
             path = f"/tmp/corpus-trace-{os.getpid()}.json"
             prof.export_chrome_trace(path)
             with open(path) as f:
-                k = kernel_union_ms(json.load(f))
+                k, k_sum, count = kernel_union_ms(json.load(f))
+            extra = {"kernel_sum_ms": k_sum / n, "kernels": count / n}
             os.remove(path)
         except Exception as exc:  # reported in the calibration: the truth is then event time
             print("profiler failed, kernel ms from events:", exc, file=sys.stderr)
@@ -295,7 +300,22 @@ def measure(w, i, n):
             loop()
             k = sum(ev)
     ev.sort()
-    return ev[n // 2], k / n
+    return ev[n // 2], k / n, extra
+
+
+def graph_launches(w):
+    """CUDA graph launches in one request of class 0 (the graph kind must replay graphs, or it
+    is one more eager tenant): counted from the profiler's runtime events."""
+    if os.environ.get("CORPUS_FAKE"):
+        return 0
+    try:
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            w.serve(0)
+        return sum(e.count for e in prof.key_averages() if "GraphLaunch" in e.key)
+    except Exception as exc:
+        print("graph launch count failed:", exc, file=sys.stderr)
+        return None
 
 
 def calib(kind, out, lock, rank=0, store_dir="/tmp"):
@@ -313,14 +333,21 @@ def calib(kind, out, lock, rank=0, store_dir="/tmp"):
         time.sleep(0.05)
     if rank == 0:
         fcntl.flock(lk, fcntl.LOCK_EX)
+    if rank == 0 and kind == "ddp":
+        open(f"{store_dir}/ddp-measuring", "w").close()
+    if rank == 1:  # measures beside rank 0, not while rank 0 waits for the lock
+        while not os.path.exists(f"{store_dir}/ddp-measuring"):
+            time.sleep(0.05)
     rows = []
     for i in w.classes:
-        ev, k = measure(w, i, 15)
-        rows.append({"event_ms": ev, "kernel_ms": k})
+        ev, k, extra = measure(w, i, 15)
+        rows.append({"event_ms": ev, "kernel_ms": k, **extra})
+    graphs = graph_launches(w) if kind == "hf-graph" else None
     fcntl.flock(lk, fcntl.LOCK_UN)
     lk.close()
     with open(out, "w") as f:
-        json.dump({"kind": kind, "rank": rank, "build_s": round(built, 1), "classes": rows}, f)
+        json.dump({"kind": kind, "rank": rank, "build_s": round(built, 1), "classes": rows,
+                   "graph_launches_per_request": graphs}, f)
     print(kind, rank, f"built {built:.0f} s", [(round(r["event_ms"], 3), round(r["kernel_ms"], 3)) for r in rows],
           flush=True)
 
@@ -422,6 +449,7 @@ class Liar:
         threading.Thread(target=self.run, daemon=True).start()
 
     def draw(self, duty, start):
+        """`duty` here is the tenant's expected kernel-time share, what an honest probe says."""
         self.rate = min(0.95, duty * self.FACTOR[self.how])
         self.silent_after = start + 3 if self.how == "silent" else None
 
@@ -478,12 +506,14 @@ def pool(kind, slot, d, rank=0, liar=None):
         done.add(c["draw"])
         res = {"slot": slot, "kind": kind, "rank": rank, "pid": os.getpid(), "draw": c["draw"],
                "duty": c["duty"], "arrival": c["arrival"], "seed": c["seed"]}
-        if fake:
-            fake.draw(c["duty"], c["start"])
-            res["liar"] = liar
         try:
             with open(cal_path) as f:
                 cal = json.load(f)
+            if fake:  # lies about its kernel time, not about its requests' wall time
+                k = sum(p * r["kernel_ms"] for p, r in zip(w.weights, cal["classes"]))
+                e = sum(p * r["event_ms"] for p, r in zip(w.weights, cal["classes"]))
+                fake.draw(c["duty"] * k / e if e > 0 else c["duty"], c["start"])
+                res["liar"] = liar
             rate_cal = cal
             if kind == "ddp":  # both ranks draw the same steps: the rate from rank 0's
                 with open(f"{d}/calib/ddp-0.json") as f:
