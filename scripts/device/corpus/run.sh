@@ -19,8 +19,11 @@ PROBE=${PROBE:-$ROOT/target/release/libtessera_probe.so}
 for f in "$TESSERA" "$PROBE"; do
   [ -e "$f" ] || { echo "missing $f: build and carry it (see the head of this script)"; exit 2; }
 done
-COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
-git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+dirty"
+# COMMIT: given where the copy on the device has no git history.
+if [ -z "${COMMIT:-}" ]; then
+  COMMIT=$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)
+  git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+dirty"
+fi
 CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
 export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/corpus-probe.sock PYTHONUNBUFFERED=1
 rm -f "$TESSERA_PROBE_SOCKET"
