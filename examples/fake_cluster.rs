@@ -1,7 +1,8 @@
 //! A fake kubelet and API server for runs on a real GPU node without Kubernetes (the H100
-//! validation, scripts/device/billing_h100.sh): one pod `ml/two-proc-0` whose container `main`
-//! holds GPU `<uuid>`. Prints the container's cgroup path (to create under /sys/fs/cgroup and
-//! put the workload's processes in) and the kubeconfig, then serves until killed.
+//! validation, scripts/device/archive/billing_h100.sh): one pod `ml/two-proc-0` whose container
+//! `main` holds GPU `<uuid>`. Prints the container's cgroup path (to create under
+//! /sys/fs/cgroup and put the workload's processes in) and the kubeconfig, then serves until
+//! killed.
 //!
 //!     fake_cluster <dir> <node> <gpu-uuid>
 

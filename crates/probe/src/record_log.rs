@@ -1,10 +1,10 @@
 //! Measurement only: a dump of every kernel record the probe folded in, with the solo estimate
 //! it gave each, so that solo estimators can be compared offline on real records
-//! (`scripts/device/accuracy/solo_replay.py`). Off unless `TESSERA_PROBE_RECORD_LOG` names a
-//! file; the probe then appends `.<pid>` to the name. When off, the probe pays one load of an
-//! unset `OnceLock` per kernel record. When on, it reads each new shape's kernel name through
-//! the record's name pointer, which CUPTI documents as a string it keeps; a stand-in CUPTI
-//! whose records carry no such string (`crates/fake-cupti`) must not be run with it.
+//! (`scripts/device/archive/accuracy/solo_replay.py`). Off unless `TESSERA_PROBE_RECORD_LOG`
+//! names a file; the probe then appends `.<pid>` to the name. When off, the probe pays one load
+//! of an unset `OnceLock` per kernel record. When on, it reads each new shape's kernel name
+//! through the record's name pointer, which CUPTI documents as a string it keeps; a stand-in
+//! CUPTI whose records carry no such string (`crates/fake-cupti`) must not be run with it.
 //!
 //! Format, one line each (text, so `xz` shrinks it and a script reads it without a decoder):
 //! * `S <id> <gx> <gy> <gz> <bx> <by> <bz> <dyn_shared> <name> <graph node>`: a launch shape

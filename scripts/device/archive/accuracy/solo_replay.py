@@ -1,8 +1,8 @@
-"""Replays the probe's kernel records (solo_measure.sh: TESSERA_PROBE_RECORD_LOG) through solo
+"""Replays the probe's kernel records (TESSERA_PROBE_RECORD_LOG, as run5.sh writes them) through solo
 estimators offline, and through the host's time-sliced split, to see which estimator explains
 each tenant's truth (issue 21, run 4).
   solo_replay.py RECORDS_DIR RAW_DIR [--shapes] [--starts STARTS.json]
-RECORDS_DIR holds rec.<pid> (solo_measure.sh) or rec.<case>-<i> (kineto_records.sh); RAW_DIR
+RECORDS_DIR holds rec.<pid> (the probe's record log) or rec.<case>-<i> (kineto_records.sh); RAW_DIR
 <case>-<i>.json per tenant (pid, kind, truth, and start, dur or the case's entry in STARTS).
 Per tenant it prints, over the milliseconds of its truth window that every tenant of the case
 traced ("common"), as ratios of those milliseconds:

@@ -5,13 +5,17 @@
 #   .dev-i21c/tessera             this branch's build
 #   .dev-i21c/tessera-main        main's build before the idle-window fix (a39a863): BASELINE
 #   .dev-i21c/libtessera_probe.so the probe of this branch
-#   .dev-i21c/accuracy/           scripts/device/accuracy/ of this branch
+#   .dev-i21c/accuracy/           scripts/device/accuracy/ of this branch (now also
+#                                 scripts/device/archive/accuracy/, copied into the same folder)
 #   PART=1 OUT=$OUT bash .dev-i21c/accuracy/run3.sh   # alone and time-sliced cases
 #   PART=2 OUT=$OUT bash .dev-i21c/accuracy/run3.sh   # MPS cases, then repeats and the rest
 # Writes $OUT/card.txt (which GPU ran it) and, per suite run ($OUT, or $OUT/mps and
 # $OUT/repeat in part 2), suite.jsonl, calib.txt (when it calibrated) and raw.tgz.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+# suite.sh is maintained harness (scripts/device/accuracy/); beside this script when both
+# folders were carried as one.
+ACC=$HERE; [ -e "$ACC/suite.sh" ] || ACC=$(cd "$HERE/../../accuracy" && pwd)
 DEV=$(dirname "$HERE")
 : "${OUT:?}" "${PART:?}"
 mkdir -p "$OUT"
@@ -22,8 +26,8 @@ export KINDS="infer-graph matmul micro long xlong" DUR=16 LEAD=12 ALONE_DUR=24
 case $PART in
   1) CASES="alone-long30 alone-xlong30 alone-graph40 alone-matmul30 alone-micro20 holder-alone \
 ts-graph40-holder ts-4xgraph15 ts-graph45-matmul25 ts-matmul70-eager10 \
-ts-3xeager15-long20 ts-graph60-micro10 ts-3xgraph20 ts-graph30-eager30" bash "$HERE/suite.sh" ;;
-  2) OUT=$OUT/mps MPS=1 CASES="mps-graph30-eager20-matmul10 mps-graph40-holder" bash "$HERE/suite.sh"
+ts-3xeager15-long20 ts-graph60-micro10 ts-3xgraph20 ts-graph30-eager30" bash "$ACC/suite.sh" ;;
+  2) OUT=$OUT/mps MPS=1 CASES="mps-graph30-eager20-matmul10 mps-graph40-holder" bash "$ACC/suite.sh"
      OUT=$OUT/repeat CASES="alone-long30 alone-xlong30 ts-4xgraph15 ts-micro20-long30 ts-6mixed-b" \
-       bash "$HERE/suite.sh" ;;
+       bash "$ACC/suite.sh" ;;
 esac

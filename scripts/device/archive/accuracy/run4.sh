@@ -2,8 +2,9 @@
 # Issue 21, run 4 (docs/validation.md, "Run 4"): the suite on branch i21d's build (the probe
 # believes a kernel span only wholly inside one traced stretch) with main's NVML change merged.
 # Its cases ran on the H100 in two calls, each with its exact command in docs/validation.md
-# (run 4, "Validation on the H100", and "Run 4, the rest of its cases"). To run it, put release builds of
-# tessera and the probe, and scripts/device/accuracy/ as accuracy/, in a git-ignored `.dev-i21d/`
+# ("Run 4", "On the H100 with the rule"). To run it, put release builds of tessera and the
+# probe, and scripts/device/accuracy/ with scripts/device/archive/accuracy/ copied into one
+# folder accuracy/, in a git-ignored `.dev-i21d/`
 # of the checkout the device receives; then, from its root, with carry [".dev-i21d"]:
 #   OUT=$OUT bash .dev-i21d/accuracy/run4.sh   # ~470 s (the two calls: 171 s and 255 s)
 #   python3 scripts/device/accuracy/suite_table.py $OUT/suite.jsonl
@@ -12,6 +13,9 @@
 # Data: docs/data/accuracy-h100-2026-11-26-run4*.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+# suite.sh is maintained harness (scripts/device/accuracy/); beside this script when both
+# folders were carried as one.
+ACC=$HERE; [ -e "$ACC/suite.sh" ] || ACC=$(cd "$HERE/../../accuracy" && pwd)
 DEV=$(dirname "$HERE")
 : "${OUT:?}"
 mkdir -p "$OUT"
@@ -25,5 +29,5 @@ export KINDS="infer-graph infer-eager matmul micro long xlong" DUR=16 LEAD=12 AL
 # ts-graph30-eager30, ts-6mixed-b) and the MPS case whose graph tenant read +9.2.
 CASES="alone-long30 alone-xlong30 alone-graph40 alone-micro20 ts-4xgraph15 ts-micro20-long30 \
 ts-3xeager15-long20 ts-graph60-micro10 ts-3xgraph20 ts-graph30-eager30 ts-6mixed-b" \
-  bash "$HERE/suite.sh"
-OUT=$OUT/mps MPS=1 CASES="mps-graph30-eager20-matmul10" bash "$HERE/suite.sh"
+  bash "$ACC/suite.sh"
+OUT=$OUT/mps MPS=1 CASES="mps-graph30-eager20-matmul10" bash "$ACC/suite.sh"

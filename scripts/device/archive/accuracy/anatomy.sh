@@ -6,6 +6,7 @@ set -u
 # The measurements read per-process and other full-detail families.
 export TESSERA_METRICS_DETAIL=full
 cd "$(dirname "$0")"
+ACC=.; [ -e tessera_watch.py ] || ACC=../../accuracy   # maintained harness
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
 export TESSERA_PROBE_CUPTI=$CUPTI
@@ -17,7 +18,7 @@ for round in 1 2; do
   start=$(python3 -c 'import time;print(time.time()+10)')
   TESSERA_PROBE_SOCKET=$SOCK CUDA_INJECTION64_PATH=$PROBE python3 anatomy.py 0.5 "$start" 20 /tmp/anat-probe.json &
   A=$!
-  python3 tessera_watch.py http://127.0.0.1:9951 "$start" 20 /tmp/anat-watch.json 6 &
+  python3 $ACC/tessera_watch.py http://127.0.0.1:9951 "$start" 20 /tmp/anat-watch.json 6 &
   W=$!
   wait $A $W
   start=$(python3 -c 'import time;print(time.time()+10)')

@@ -6,7 +6,7 @@
 # during the run, against the calibrated truth). Put release builds of tessera and the probe
 # in a git-ignored `.dev-*/` folder of the checkout the device receives; from its root, with
 # carry [that folder]:
-#   DEV=.dev-s30 OUT=$OUT bash scripts/device/accuracy/run5.sh   # ~260 s
+#   DEV=.dev-s30 OUT=$OUT bash scripts/device/archive/accuracy/run5.sh   # ~260 s
 # TS_CASES, ALONE_CASES (alone, records always on), KINDS (what to calibrate) and TS_LIMIT
 # (seconds for the time-sliced cases) replace the defaults below; MPS_CASES, when set, run
 # under a private MPS daemon (suite.sh's MPS=1) into mps.jsonl; RECORD_LOG=0 runs without
@@ -17,6 +17,9 @@
 # (rec.<pid> of every probe, alone.<pid> of the alone cases).
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+# suite.sh is maintained harness (scripts/device/accuracy/); beside this script when both
+# folders were carried as one.
+ACC=$HERE; [ -e "$ACC/suite.sh" ] || ACC=$(cd "$HERE/../../accuracy" && pwd)
 : "${OUT:?}" "${DEV:?}"
 DEV=$(cd "$DEV" && pwd)
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
@@ -28,14 +31,14 @@ export KINDS=${KINDS:-"infer-graph infer-eager matmul micro long"} DUR=16 LEAD=1
 TS_CASES=${TS_CASES:-"ts-6mixed-b ts-3xeager15-long20 ts-micro20-long30 ts-graph60-micro10 \
 ts-4xgraph15 ts-graph40-holder"}
 log() { [ "${RECORD_LOG:-1}" = 0 ] || echo "TESSERA_PROBE_RECORD_LOG=/tmp/reclog/$1"; }
-env $(log rec) OUT=/tmp/run5/ts CASES="$TS_CASES" timeout "${TS_LIMIT:-420}" bash "$HERE/suite.sh"
+env $(log rec) OUT=/tmp/run5/ts CASES="$TS_CASES" timeout "${TS_LIMIT:-420}" bash "$ACC/suite.sh"
 if [ -n "${ALONE_CASES-alone-long30}" ]; then
   env TESSERA_PROBE_RECORDS=always $(log alone) OUT=/tmp/run5/alone \
-    CASES="${ALONE_CASES-alone-long30}" timeout 80 bash "$HERE/suite.sh"
+    CASES="${ALONE_CASES-alone-long30}" timeout 80 bash "$ACC/suite.sh"
 fi
 if [ -n "${MPS_CASES:-}" ]; then
   # suite.sh starts the daemon with private pipe and log folders under /tmp and quits it.
-  env $(log mps) OUT=/tmp/run5/mps MPS=1 CASES="$MPS_CASES" timeout 120 bash "$HERE/suite.sh"
+  env $(log mps) OUT=/tmp/run5/mps MPS=1 CASES="$MPS_CASES" timeout 120 bash "$ACC/suite.sh"
   echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe nvidia-cuda-mps-control 2>/dev/null
 fi
 for run in ts alone mps; do

@@ -9,6 +9,9 @@ set -u
 # The measurements read per-process and other full-detail families.
 export TESSERA_METRICS_DETAIL=full
 cd "$(dirname "$0")"
+# The watchers are maintained harness (scripts/device/accuracy/); beside this script when both
+# folders were carried as one.
+ACC=.; [ -e watch.py ] || ACC=../../accuracy
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
@@ -36,9 +39,9 @@ run_case() { # name, then pairs of duty kind
     CUDA_INJECTION64_PATH=$PROBE python3 duty.py "$1" "$2" "$start" 24 "/tmp/$name-$i.json" "$(opms "$2")" & pids+=($!)
     i=$((i+1)); shift 2
   done
-  python3 watch.py http://127.0.0.1:9949/metrics "$start" 24 "/tmp/$name-watch.json" & local W=$!
-  python3 tessera_watch.py http://127.0.0.1:9949 "$start" 24 "/tmp/$name-default.json" & local D=$!
-  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 "/tmp/$name-probe.json" 8 & local P2=$!
+  python3 $ACC/watch.py http://127.0.0.1:9949/metrics "$start" 24 "/tmp/$name-watch.json" & local W=$!
+  python3 $ACC/tessera_watch.py http://127.0.0.1:9949 "$start" 24 "/tmp/$name-default.json" & local D=$!
+  python3 $ACC/tessera_watch.py http://127.0.0.1:9950 "$start" 24 "/tmp/$name-probe.json" 8 & local P2=$!
   ( sleep 14; nvidia-smi pmon -s u -d 1 -c 18 > "/tmp/$name-pmon.txt" 2>&1 ) & local P=$!
   wait $W $D $P2 $P
   exit_statuses "$name" "${pids[@]}"
@@ -52,8 +55,8 @@ launch_case() {
   local name=$1; shift
   local start; start=$(python3 -c 'import time;print(time.time()+12)')
   env "$@" CUDA_INJECTION64_PATH=$PROBE python3 workload.py launch 24 /tmp/$name-0w.json "$start" & local L=$!
-  python3 watch.py http://127.0.0.1:9949/metrics "$start" 24 /tmp/$name-watch.json & local W=$!
-  python3 tessera_watch.py http://127.0.0.1:9950 "$start" 24 /tmp/$name-probe.json 8 & local P2=$!
+  python3 $ACC/watch.py http://127.0.0.1:9949/metrics "$start" 24 /tmp/$name-watch.json & local W=$!
+  python3 $ACC/tessera_watch.py http://127.0.0.1:9950 "$start" 24 /tmp/$name-probe.json 8 & local P2=$!
   wait $W $P2
   exit_statuses "$name" $L
   python3 - "$name" <<'PY' | tee -a "$OUT/cases.jsonl"

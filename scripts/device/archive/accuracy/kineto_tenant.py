@@ -11,6 +11,11 @@ B. Shape lines carry no name (`S id gx gy gz bx by bz shared`) in the toggle run
 import ctypes as C, json, os, random, runpy, sys, threading, time
 from torch.profiler import profile, ProfilerActivity as A
 
+# suite.py is maintained harness (scripts/device/accuracy/); beside this file when both folders
+# were carried as one.
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUITE = next(p for p in (os.path.join(HERE, "suite.py"),
+                         os.path.join(HERE, "..", "..", "accuracy", "suite.py")) if os.path.exists(p))
 o, F = sys.argv[1], float(sys.argv[2])
 sys.argv = ["suite.py", "run"] + sys.argv[3:]
 L, M = [], 20_000_000
@@ -35,7 +40,7 @@ def toggle():
 with profile(activities=[A.CUDA]) as p:
     if F < 1:
         threading.Thread(target=toggle, daemon=True).start()
-    runpy.run_path("suite.py", run_name="__main__")
+    runpy.run_path(SUITE, run_name="__main__")
 p.export_chrome_trace(o + ".j")
 d = json.load(open(o + ".j"))
 os.remove(o + ".j")

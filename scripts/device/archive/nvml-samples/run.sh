@@ -1,12 +1,12 @@
 #!/bin/bash
 # NVML's utilization samples against one snapshot a second, alone tenants with a known truth
 # (docs/validation.md, "Device utilization from every NVML sample"). On the device machine:
-#   OUT=$OUT [TESSERA=path/to/tessera] bash scripts/device/nvml-samples/run.sh
+#   OUT=$OUT [TESSERA=path/to/tessera] bash scripts/device/archive/nvml-samples/run.sh
 # With TESSERA, that build runs beside (real NVML, --sample.interval=1s) and its
 # gpu_utilization_ratio is read every second too. Writes $OUT/summary.txt and $OUT/raw.tgz.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-ACC=$(dirname "$HERE")/accuracy
+ACC=$(cd "$HERE/../../accuracy" && pwd)   # suite.py: maintained harness
 : "${OUT:?}"
 WORK=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,compute_mode,mig.mode.current --format=csv > "$WORK/card.txt" 2>&1
