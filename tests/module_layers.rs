@@ -1,19 +1,20 @@
-//! `src/model` and `src/web` read bottom-up: no two of their files import each other, directly
-//! or around a circle. Plain types shared by several layers live in a file below all of them
+//! `src/model`, `src/web` and `crates/fake-nvml` read bottom-up: no two of their files import
+//! each other, directly or around a circle. Plain types shared by several layers live in a file below all of them
 //! (`holding`, `dra_claim`, `figures`, `view`; `web/settings`). A new import that closes a
 //! circle fails here, naming the circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-/// Each non-test file of `dir` and the sibling files its code names (`super::x`, `crate::<m>::x`).
-fn imports(dir: &Path, module: &str) -> BTreeMap<String, BTreeSet<String>> {
+/// Each non-test file of `dir` and the sibling files its code names (`super::x`, or `x` after
+/// `prefix`: `crate::<m>::` for a module, `crate::` for a crate's root).
+fn imports(dir: &Path, prefix: &str) -> BTreeMap<String, BTreeSet<String>> {
     let files: Vec<(String, String)> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "rs"))
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
-        .filter(|n| n != "mod" && !n.ends_with("_tests"))
+        .filter(|n| n != "mod" && n != "lib" && !n.ends_with("_tests"))
         .map(|n| {
             let text = std::fs::read_to_string(dir.join(format!("{n}.rs"))).unwrap();
             (n, text)
@@ -26,8 +27,8 @@ fn imports(dir: &Path, module: &str) -> BTreeMap<String, BTreeSet<String>> {
             let code = text.split("#[cfg(test)]").next().unwrap_or("");
             let mut deps = BTreeSet::new();
             for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
-                for prefix in ["super::".to_owned(), format!("crate::{module}::")] {
-                    for (at, _) in line.match_indices(&prefix) {
+                for prefix in ["super::", prefix] {
+                    for (at, _) in line.match_indices(prefix) {
                         let rest = &line[at + prefix.len()..];
                         let dep: String = rest
                             .chars()
@@ -80,11 +81,21 @@ fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 fn model_and_web_have_no_import_circle() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     for module in ["model", "web"] {
-        let graph = imports(&root.join(module), module);
+        let graph = imports(&root.join(module), &format!("crate::{module}::"));
         assert!(graph.len() > 3, "{module}: read {} files", graph.len());
         if let Some(c) = circle(&graph) {
             panic!("src/{module} has an import circle: {}", c.join(" -> "));
         }
+    }
+}
+
+#[test]
+fn fake_nvml_has_no_import_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/fake-nvml/src");
+    let graph = imports(&src, "crate::");
+    assert!(graph.len() > 10, "fake-nvml: read {} files", graph.len());
+    if let Some(c) = circle(&graph) {
+        panic!("crates/fake-nvml has an import circle: {}", c.join(" -> "));
     }
 }
 
