@@ -261,5 +261,5 @@ pub fn unattributed(device_activity: Option<f64>, attributed: &[Option<f64>]) ->
 mod tests;
 
 #[cfg(test)]
-#[path = "idle_window_tests.rs"]
+#[path = "compute_idle_window_tests.rs"]
 mod idle_window_tests;

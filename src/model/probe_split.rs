@@ -310,5 +310,5 @@ fn traced_coverage(t: &ProbeTimeline) -> Option<f64> {
 }
 
 #[cfg(test)]
-#[path = "bounds_tests.rs"]
-mod bounds_tests;
+#[path = "probe_split_tests.rs"]
+mod tests;

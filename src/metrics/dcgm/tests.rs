@@ -126,7 +126,7 @@ fn probed(mut s: Snapshot, pids: &[u32]) -> Snapshot {
     s
 }
 
-#[path = "tests_published.rs"]
+#[path = "published_tests.rs"]
 mod published;
 
 fn compat(s: &Snapshot) -> String {
