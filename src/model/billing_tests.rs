@@ -1,36 +1,19 @@
-use std::sync::Arc;
-
 use super::*;
-use crate::model::compute::Activity;
 use crate::model::figures::{DisputeReason, WideFigure};
 use crate::model::holding::PodRef;
-use crate::model::view::Limits;
-use crate::model::SharingMode;
+use crate::model::testkit;
 
 fn row(ns: &str, pod: &str, container: &str, sm: Option<f64>) -> ContainerUse {
     ContainerUse {
-        pod: Arc::new(PodRef {
+        sm_utilization: sm,
+        ..testkit::container_use(PodRef {
             namespace: ns.into(),
             pod: pod.into(),
             container: container.into(),
             workload_kind: "Deployment".into(),
             workload: pod.into(),
             labels: Vec::new(),
-        }),
-        mig_uuid: None,
-        sharing_mode: SharingMode::TimeSlicing,
-        allocations: Vec::new(),
-        processes: 1,
-        memory_used_bytes: 0,
-        sm_utilization: sm,
-        busy_ratio: None,
-        busy_bounds: None,
-        busy_seconds: 0.0,
-        activity: Activity::Unknown,
-        idle_seconds: 0.0,
-        unknown_seconds: 0.0,
-        unallocated_use: false,
-        limits: Limits::default(),
+        })
     }
 }
 

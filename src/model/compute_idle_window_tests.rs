@@ -3,16 +3,10 @@
 //! reads 0 whenever a snapshot falls between two of them.
 
 use super::*;
+use crate::model::testkit::compute_process;
 
 fn alone(pid: u32) -> ProcessSample {
-    ProcessSample {
-        pid,
-        name: "python3".into(),
-        kind: Some(ProcessKind::Compute),
-        memory_used_bytes: Some(1 << 30),
-        sm_utilization: Some(0.0),
-        ..Default::default()
-    }
+    compute_process(pid, Some(0.0))
 }
 
 /// One process launching kernels (its CPU is busy), read once a second with a 5 s window.

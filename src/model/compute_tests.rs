@@ -2,16 +2,7 @@
 
 use super::*;
 
-fn proc(pid: u32, sm: Option<f64>) -> ProcessSample {
-    ProcessSample {
-        pid,
-        name: "python3".into(),
-        kind: Some(ProcessKind::Compute),
-        memory_used_bytes: Some(1 << 30),
-        sm_utilization: sm,
-        ..Default::default()
-    }
-}
+use crate::model::testkit::compute_process as proc;
 
 fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
     ActivityInputs {

@@ -4,18 +4,9 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::model::compute::{split, ActivityInputs, ProbeReading, ProbeTimeline};
-use crate::model::{ProcessKind, ProcessSample};
+use crate::model::ProcessSample;
 
-fn proc(pid: u32, sm: Option<f64>) -> ProcessSample {
-    ProcessSample {
-        pid,
-        name: "python3".into(),
-        kind: Some(ProcessKind::Compute),
-        memory_used_bytes: Some(1 << 30),
-        sm_utilization: sm,
-        ..Default::default()
-    }
-}
+use crate::model::testkit::compute_process as proc;
 
 fn pod(ns: &str, pod: &str, container: &str) -> PodRef {
     PodRef {

@@ -17,7 +17,7 @@ use super::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
 use super::identity::CgroupIdentity;
 use super::limits;
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
-use super::view::{CollectorStatus, ContainerUse, GpuView, Limits, MigView, ProcessView, Snapshot};
+use super::view::{CollectorStatus, ContainerUse, GpuView, MigView, ProcessView, Snapshot};
 use super::{MigSample, NvmlSample, ProcessKind, ProcessSample};
 
 /// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
@@ -166,23 +166,7 @@ fn containers(
 ) -> Vec<ContainerUse> {
     let mut rows: BTreeMap<Arc<PodRef>, (ContainerUse, Vec<u32>)> = BTreeMap::new();
     let blank = |pod: &Arc<PodRef>| {
-        let row = ContainerUse {
-            pod: pod.clone(),
-            mig_uuid: mig.map(|m| m.uuid.clone()),
-            sharing_mode: mode,
-            allocations: Vec::new(),
-            processes: 0,
-            memory_used_bytes: 0,
-            sm_utilization: None,
-            busy_ratio: None,
-            busy_bounds: None,
-            busy_seconds: 0.0,
-            activity: Activity::Unknown,
-            idle_seconds: 0.0,
-            unknown_seconds: 0.0,
-            unallocated_use: false,
-            limits: Limits::default(),
-        };
+        let row = ContainerUse::blank(pod.clone(), mig.map(|m| m.uuid.clone()), mode);
         (row, Vec::new())
     };
     for h in facts.holdings {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::allocations::{Allocations, ContainerAllocation, ResourceDevices};
+use crate::model::testkit;
 use crate::model::{GpuSample, MigSample, NvmlSample};
 
 fn allocation(pod: &str, mig_uuid: &str) -> ContainerAllocation {
@@ -43,17 +44,8 @@ fn a_pod_holding_a_destroyed_mig_instance_leaves_no_series_and_is_counted() {
         ..Default::default()
     };
     let s = join(JoinInputs {
-        node: "n",
-        timestamp_seconds: 1.0,
-        nvml: &nvml,
-        collectors: vec![],
-        sample_duration_seconds: 0.0,
         allocations: Some(&allocations),
-        cluster: None,
-        cgroups: &Default::default(),
-        resources: &Default::default(),
-        activity: &Default::default(),
-        previous: None,
+        ..testkit::inputs(&nvml)
     });
     let pods: Vec<&str> = s.gpus[0]
         .containers
@@ -78,13 +70,7 @@ fn a_gpus_run_of_idle_readings_is_carried_from_sample_to_sample() {
             uuid: "GPU-f86ae500-eefe-ae79-dc8d-234ca550730a".into(),
             up: true,
             utilization: Some(utilization),
-            processes: vec![crate::model::ProcessSample {
-                pid: 7,
-                sm_utilization: Some(0.0),
-                memory_used_bytes: Some(1 << 30),
-                kind: Some(crate::model::ProcessKind::Compute),
-                ..Default::default()
-            }],
+            processes: vec![testkit::compute_process(7, Some(0.0))],
             ..Default::default()
         }],
         ..Default::default()
@@ -106,17 +92,10 @@ fn a_gpus_run_of_idle_readings_is_carried_from_sample_to_sample() {
     ] {
         let nvml = sample(u);
         let s = join(JoinInputs {
-            node: "n",
             timestamp_seconds: t,
-            nvml: &nvml,
-            collectors: vec![],
-            sample_duration_seconds: 0.0,
-            allocations: None,
-            cluster: None,
-            cgroups: &Default::default(),
-            resources: &Default::default(),
             activity: &activity,
             previous: previous.as_ref(),
+            ..testkit::inputs(&nvml)
         });
         methods.push(s.gpus[0].compute.method);
         previous = Some(s);

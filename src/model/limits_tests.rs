@@ -1,14 +1,14 @@
 //! Limits and fractional holdings through the whole join.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::model::allocations::{
     AllocatableDevice, Allocations, ContainerAllocation, ResourceDevices,
 };
 use crate::model::cluster::{ClusterView, PodMeta, SharingStrategy};
-use crate::model::device_id::ResourceMatcher;
 use crate::model::fractional::{self, PodParts, PodSharing};
 use crate::model::join::{join, JoinInputs};
+use crate::model::testkit;
 use crate::model::view::Snapshot;
 use crate::model::{GpuSample, MemoryBytes, NvmlSample, SharingMode};
 
@@ -76,21 +76,14 @@ fn meta(
 }
 
 fn run(gpus: Vec<GpuSample>, alloc: &Allocations, cluster: &ClusterView) -> Snapshot {
+    let nvml = NvmlSample {
+        gpus,
+        ..Default::default()
+    };
     join(JoinInputs {
-        node: "n",
-        timestamp_seconds: 1.0,
-        nvml: &NvmlSample {
-            gpus,
-            ..Default::default()
-        },
-        collectors: vec![],
-        sample_duration_seconds: 0.0,
         allocations: Some(alloc),
         cluster: Some(cluster),
-        cgroups: &HashMap::new(),
-        resources: &ResourceMatcher::default(),
-        activity: &Default::default(),
-        previous: None,
+        ..testkit::inputs(&nvml)
     })
 }
 

@@ -8,7 +8,7 @@
 //! - compute: `figures` (plain types), `compute`, `evidence`; `records` (which probes need
 //!   kernel records);
 //! - what the exporter shows: `view` (plain types), filled by `limits` and `billing`;
-//! - `join`, which runs them all.
+//! - `join`, which runs them all; `testkit` (tests only) builds its inputs.
 
 pub mod allocations;
 pub mod attribution;
@@ -33,6 +33,9 @@ pub mod sharing;
 mod split_types;
 pub mod timeslice;
 pub mod view;
+
+#[cfg(test)]
+pub mod testkit;
 
 use std::collections::BTreeMap;
 

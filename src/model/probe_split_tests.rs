@@ -8,16 +8,11 @@ use crate::model::compute::{split, ActivityInputs, ProbeReading, ProbeTimeline};
 use crate::model::evidence::review;
 use crate::model::figures::DisputeReason;
 use crate::model::split_types::{DeviceCompute, DeviceSplit, SplitMethod};
-use crate::model::{ProcessKind, ProcessSample};
+use crate::model::testkit::compute_process;
+use crate::model::ProcessSample;
 
 fn proc(pid: u32) -> ProcessSample {
-    ProcessSample {
-        pid,
-        name: "python3".into(),
-        kind: Some(ProcessKind::Compute),
-        memory_used_bytes: Some(1 << 30),
-        ..Default::default()
-    }
+    compute_process(pid, None)
 }
 
 /// Each tenant: (its probe's span share, its timeline). Every process spends CPU.

@@ -66,6 +66,29 @@ pub struct ContainerUse {
     pub limits: Limits,
 }
 
+impl ContainerUse {
+    /// `pod`'s row on a device before anything is known of its hold or use.
+    pub fn blank(pod: Arc<PodRef>, mig_uuid: Option<String>, sharing_mode: SharingMode) -> Self {
+        ContainerUse {
+            pod,
+            mig_uuid,
+            sharing_mode,
+            allocations: Vec::new(),
+            processes: 0,
+            memory_used_bytes: 0,
+            sm_utilization: None,
+            busy_ratio: None,
+            busy_bounds: None,
+            busy_seconds: 0.0,
+            activity: Activity::Unknown,
+            idle_seconds: 0.0,
+            unknown_seconds: 0.0,
+            unallocated_use: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MigView {
     #[serde(skip)]
