@@ -17,8 +17,10 @@ use super::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
 use super::identity::CgroupIdentity;
 use super::limits;
 use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
-use super::view::{CollectorStatus, ContainerUse, GpuView, MigView, ProcessView, Snapshot};
-use super::{MigSample, NvmlSample, ProcessKind, ProcessSample};
+use super::view::{
+    CollectorStatus, ContainerUse, DeviceAccount, GpuView, MigView, PodUse, ProcessView, Snapshot,
+};
+use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
 
 /// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
 /// evidence of idleness and is capped.
@@ -314,6 +316,221 @@ fn unattributed_of(split: &DeviceSplit, rows: &[ContainerUse]) -> Option<f64> {
     compute::unattributed(split.device_activity, &given)
 }
 
+/// One GPU's part of the join's inputs: what each of its devices (the GPU and every MIG
+/// instance) is joined from.
+struct GpuInputs<'a> {
+    inputs: &'a JoinInputs<'a>,
+    ctx: Ctx<'a>,
+    gpu: &'a GpuSample,
+    processes: Vec<ProcessView>,
+    holdings: &'a BTreeMap<Target, Vec<Holding>>,
+    offered: &'a HashMap<Target, u32>,
+    /// The GPU in the previous snapshot.
+    before: Option<&'a GpuView>,
+}
+
+/// One device joined: its sharing mode, compute split, container rows and account.
+struct DeviceJoin {
+    mode: SharingMode,
+    why: Vec<&'static str>,
+    evidence: SharingEvidence,
+    replicas: u32,
+    split: DeviceSplit,
+    rows: Vec<ContainerUse>,
+    unattributed: Option<f64>,
+    /// `None` for a MIG-enabled GPU itself: its instances are billed instead.
+    billing: Option<(Vec<PodUse>, DeviceAccount)>,
+}
+
+impl GpuInputs<'_> {
+    /// Runs one device's pipeline: facts, evidence and mode, compute split, rows, billing.
+    fn join_device(&self, target: Target) -> DeviceJoin {
+        let mig = target.mig.map(|m| &self.gpu.mig_instances[m]);
+        let mig_uuid = mig.map(|m| m.uuid.as_str());
+        let facts = DeviceFacts {
+            holdings: self.holdings.get(&target).map(Vec::as_slice).unwrap_or(&[]),
+            processes: self
+                .processes
+                .iter()
+                .filter(|p| p.sample.mig_uuid.as_deref() == mig_uuid)
+                .collect(),
+            offered: self.offered.get(&target).copied(),
+        };
+        let mig_enabled_gpu = mig.is_none() && self.gpu.mig_enabled == Some(true);
+        let decl = declared_for(self.inputs.cluster, mig.map(|m| m.profile.as_str()));
+        let mut ev = evidence(&facts, decl.0, self.gpu.vgpu_guest, mig.is_some());
+        ev.mig_enabled_gpu = mig_enabled_gpu;
+        let (mode, why) = decide(&ev);
+        let device = match mig {
+            Some(m) => DeviceReading {
+                activity: m.gpm.map(|a| a.sm_activity),
+                now: self.inputs.timestamp_seconds,
+                idle_since: self
+                    .before
+                    .and_then(|v| v.mig.iter().find(|b| b.uuid == m.uuid))
+                    .and_then(|b| b.compute.idle_since),
+            },
+            // On a MIG GPU compute is split per instance; the GPU level runs nothing itself.
+            None => DeviceReading {
+                activity: if mig_enabled_gpu {
+                    None
+                } else {
+                    self.gpu.utilization.or(self.gpu.gpm.map(|a| a.sm_activity))
+                },
+                now: self.inputs.timestamp_seconds,
+                idle_since: self.before.and_then(|v| v.compute.idle_since),
+            },
+        };
+        let split = split_device(&facts, device, mode, mig.is_some(), self.inputs.activity);
+        let rows = containers(&self.ctx, &facts, mode, mig, &split);
+        let unattributed = unattributed_of(&split, &rows);
+        let billing = (!mig_enabled_gpu).then(|| {
+            let previous = match self.before {
+                Some(v) => billing::Previous::of(&v.pods, &v.accounts, mig_uuid),
+                None => billing::Previous::default(),
+            };
+            billing::account(
+                &split,
+                &rows,
+                mig_uuid,
+                unattributed,
+                self.ctx.dt,
+                &previous,
+            )
+        });
+        DeviceJoin {
+            mode,
+            why,
+            replicas: replicas(&facts, decl, ev.holders),
+            evidence: ev,
+            split,
+            rows,
+            unattributed,
+            billing,
+        }
+    }
+}
+
+/// Containers with a candidate process on the device, those of unknown owner each counted.
+fn active_containers(processes: &[ProcessView], split: &DeviceSplit) -> u32 {
+    let candidates = || {
+        processes
+            .iter()
+            .filter(|p| split.candidates.contains(&p.sample.pid))
+    };
+    let owners: BTreeSet<&PodRef> = candidates()
+        .filter_map(|p| p.pod.as_deref().filter(|pod| !pod.namespace.is_empty()))
+        .collect();
+    let unknown = candidates()
+        .filter(|p| p.pod.as_deref().is_none_or(|pod| pod.namespace.is_empty()))
+        .count();
+    (owners.len() + unknown) as u32
+}
+
+/// Joins one GPU: each MIG instance, then the GPU itself.
+fn join_gpu(on: GpuInputs<'_>, target: usize) -> GpuView {
+    let gpu = on.gpu;
+    let instances: Vec<DeviceJoin> = (0..gpu.mig_instances.len())
+        .map(|m| {
+            on.join_device(Target {
+                gpu: target,
+                mig: Some(m),
+            })
+        })
+        .collect();
+    let whole = on.join_device(Target {
+        gpu: target,
+        mig: None,
+    });
+    let mut shares: HashMap<u32, ProcessShare> = HashMap::new();
+    let (mut rows, mut pods, mut accounts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut mig_views = Vec::with_capacity(instances.len());
+    for (mig, d) in gpu.mig_instances.iter().zip(instances) {
+        shares.extend(d.split.shares.iter().map(|(k, v)| (*k, *v)));
+        rows.extend(d.rows);
+        if let Some((p, a)) = d.billing {
+            pods.extend(p);
+            accounts.push(a);
+        }
+        mig_views.push(MigView {
+            compute: d.split,
+            unattributed: d.unattributed,
+            sample: mig.clone(),
+            uuid: mig.uuid.clone(),
+            profile: mig.profile.clone(),
+            sharing_mode: d.mode,
+            sharers: d.evidence.holders as u32,
+            replicas: d.replicas,
+            evidence: d.evidence,
+            why: d.why,
+        });
+    }
+    if let Some((p, a)) = whole.billing {
+        pods.extend(p);
+        accounts.push(a);
+    }
+    rows.extend(whole.rows);
+    shares.extend(whole.split.shares.iter().map(|(k, v)| (*k, *v)));
+    let (sharers, replicas) = if gpu.mig_enabled == Some(true) {
+        let holders: BTreeSet<&PodRef> = rows
+            .iter()
+            .filter(|r| !r.allocations.is_empty())
+            .map(|r| r.pod.as_ref())
+            .collect();
+        (
+            holders.len() as u32,
+            mig_views.iter().map(|m| m.replicas).sum(),
+        )
+    } else {
+        (whole.evidence.holders as u32, whole.replicas)
+    };
+    let active_containers = active_containers(&on.processes, &whole.split);
+    let mut processes = on.processes;
+    for p in &mut processes {
+        p.compute = shares.get(&p.sample.pid).copied().unwrap_or_default();
+    }
+    GpuView {
+        index: gpu.index,
+        uuid: gpu.uuid.clone(),
+        up: gpu.up,
+        gpm: gpu.gpm_status.clone(),
+        sharing_mode: whole.mode,
+        evidence: whole.evidence,
+        why: whole.why,
+        sharers,
+        replicas,
+        mig: mig_views,
+        active_containers,
+        compute: whole.split,
+        unattributed: whole.unattributed,
+        containers: rows,
+        processes,
+        pods,
+        accounts,
+        sample: gpu.clone(),
+    }
+}
+
+/// What each container had accumulated in the previous snapshot.
+fn accumulated(previous: Option<&Snapshot>) -> HashMap<IdleKey, Accumulated> {
+    let Some(s) = previous else {
+        return HashMap::new();
+    };
+    s.gpus
+        .iter()
+        .flat_map(|g| {
+            g.containers.iter().map(move |c| {
+                let acc = Accumulated {
+                    idle: c.idle_seconds,
+                    unknown: c.unknown_seconds,
+                    busy: c.busy_seconds,
+                };
+                (idle_key(&g.uuid, c), acc)
+            })
+        })
+        .collect()
+}
+
 pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
     let gpus = &inputs.nvml.gpus;
     let index = DeviceIndex::new(gpus);
@@ -336,24 +553,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         .allocations
         .map(|a| attribution::offered(a, inputs.resources, &index))
         .unwrap_or_default();
-    let previous: HashMap<IdleKey, Accumulated> = inputs
-        .previous
-        .map(|s| {
-            s.gpus
-                .iter()
-                .flat_map(|g| {
-                    g.containers.iter().map(move |c| {
-                        let acc = Accumulated {
-                            idle: c.idle_seconds,
-                            unknown: c.unknown_seconds,
-                            busy: c.busy_seconds,
-                        };
-                        (idle_key(&g.uuid, c), acc)
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let previous = accumulated(inputs.previous);
     let ctx = Ctx {
         allocations_known: inputs.allocations.is_some(),
         dt: inputs
@@ -368,7 +568,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
 
     let mut views = Vec::with_capacity(gpus.len());
     for (g, gpu) in gpus.iter().enumerate() {
-        let mut processes: Vec<ProcessView> = gpu
+        let processes: Vec<ProcessView> = gpu
             .processes
             .iter()
             .map(|p| {
@@ -387,162 +587,21 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
                 }
             })
             .collect();
-        let ctx = Ctx {
-            gpu_uuid: &gpu.uuid,
-            ..ctx
-        };
-        let mut shares: HashMap<u32, ProcessShare> = HashMap::new();
-        let facts_for = |mig: Option<&MigSample>, t: Target| DeviceFacts {
-            holdings: holdings.get(&t).map(Vec::as_slice).unwrap_or(&[]),
-            processes: processes
-                .iter()
-                .filter(|p| p.sample.mig_uuid.as_deref() == mig.map(|m| m.uuid.as_str()))
-                .collect(),
-            offered: offered.get(&t).copied(),
-        };
-        let mut mig_views = Vec::new();
-        let mut rows = Vec::new();
-        let before = inputs
-            .previous
-            .and_then(|s| s.gpus.iter().find(|v| v.uuid == gpu.uuid));
-        let previous_of = |mig: Option<&str>| match before {
-            Some(v) => billing::Previous::of(&v.pods, &v.accounts, mig),
-            None => billing::Previous::default(),
-        };
-        let mut pods = Vec::new();
-        let mut accounts = Vec::new();
-        for (m, mig) in gpu.mig_instances.iter().enumerate() {
-            let facts = facts_for(
-                Some(mig),
-                Target {
-                    gpu: g,
-                    mig: Some(m),
-                },
-            );
-            let decl = declared_for(inputs.cluster, Some(&mig.profile));
-            let ev = evidence(&facts, decl.0, gpu.vgpu_guest, true);
-            let (mode, why) = decide(&ev);
-            let activity = mig.gpm.map(|a| a.sm_activity);
-            let idle_since = before
-                .and_then(|v| v.mig.iter().find(|m| m.uuid == mig.uuid))
-                .and_then(|m| m.compute.idle_since);
-            let device = DeviceReading {
-                activity,
-                now: inputs.timestamp_seconds,
-                idle_since,
-            };
-            let split = split_device(&facts, device, mode, true, inputs.activity);
-            let instance_rows = containers(&ctx, &facts, mode, Some(mig), &split);
-            let unattributed = unattributed_of(&split, &instance_rows);
-            let (p, a) = billing::account(
-                &split,
-                &instance_rows,
-                Some(&mig.uuid),
-                unattributed,
-                ctx.dt,
-                &previous_of(Some(&mig.uuid)),
-            );
-            pods.extend(p);
-            accounts.push(a);
-            rows.extend(instance_rows);
-            shares.extend(split.shares.iter().map(|(k, v)| (*k, *v)));
-            mig_views.push(MigView {
-                compute: split,
-                unattributed,
-                sample: mig.clone(),
-                uuid: mig.uuid.clone(),
-                profile: mig.profile.clone(),
-                sharing_mode: mode,
-                sharers: ev.holders as u32,
-                replicas: replicas(&facts, decl, ev.holders),
-                evidence: ev,
-                why,
-            });
-        }
-        let mig_enabled = gpu.mig_enabled == Some(true);
-        let facts = facts_for(None, Target { gpu: g, mig: None });
-        let decl = declared_for(inputs.cluster, None);
-        let mut ev = evidence(&facts, decl.0, gpu.vgpu_guest, false);
-        ev.mig_enabled_gpu = mig_enabled;
-        let (mode, why) = decide(&ev);
-        // On a MIG GPU compute is split per instance; the GPU level runs nothing itself.
-        let activity = if mig_enabled {
-            None
-        } else {
-            gpu.utilization.or(gpu.gpm.map(|a| a.sm_activity))
-        };
-        let device = DeviceReading {
-            activity,
-            now: inputs.timestamp_seconds,
-            idle_since: before.and_then(|v| v.compute.idle_since),
-        };
-        let split = split_device(&facts, device, mode, false, inputs.activity);
-        let gpu_rows = containers(&ctx, &facts, mode, None, &split);
-        let unattributed = unattributed_of(&split, &gpu_rows);
-        if !mig_enabled {
-            let (p, a) = billing::account(
-                &split,
-                &gpu_rows,
-                None,
-                unattributed,
-                ctx.dt,
-                &previous_of(None),
-            );
-            pods.extend(p);
-            accounts.push(a);
-        }
-        let active_containers = {
-            let owners: BTreeSet<Option<&PodRef>> = processes
-                .iter()
-                .filter(|p| split.candidates.contains(&p.sample.pid))
-                .map(|p| p.pod.as_deref().filter(|pod| !pod.namespace.is_empty()))
-                .collect();
-            let unknown = processes
-                .iter()
-                .filter(|p| split.candidates.contains(&p.sample.pid))
-                .filter(|p| p.pod.as_deref().is_none_or(|pod| pod.namespace.is_empty()))
-                .count();
-            (owners.iter().filter(|o| o.is_some()).count() + unknown) as u32
-        };
-        rows.extend(gpu_rows);
-        shares.extend(split.shares.iter().map(|(k, v)| (*k, *v)));
-        let (sharers, replica_count) = if mig_enabled {
-            let holders: BTreeSet<&PodRef> = rows
-                .iter()
-                .filter(|r| !r.allocations.is_empty())
-                .map(|r| r.pod.as_ref())
-                .collect();
-            (
-                holders.len() as u32,
-                mig_views.iter().map(|m| m.replicas).sum(),
-            )
-        } else {
-            (ev.holders as u32, replicas(&facts, decl, ev.holders))
-        };
-        drop(facts);
-        for p in &mut processes {
-            p.compute = shares.get(&p.sample.pid).copied().unwrap_or_default();
-        }
-        views.push(GpuView {
-            index: gpu.index,
-            uuid: gpu.uuid.clone(),
-            up: gpu.up,
-            gpm: gpu.gpm_status.clone(),
-            sharing_mode: mode,
-            evidence: ev,
-            why,
-            sharers,
-            replicas: replica_count,
-            mig: mig_views,
-            compute: split,
-            unattributed,
-            active_containers,
-            containers: rows,
+        let on = GpuInputs {
+            inputs: &inputs,
+            ctx: Ctx {
+                gpu_uuid: &gpu.uuid,
+                ..ctx
+            },
+            gpu,
             processes,
-            pods,
-            accounts,
-            sample: gpu.clone(),
-        });
+            holdings: &holdings,
+            offered: &offered,
+            before: inputs
+                .previous
+                .and_then(|s| s.gpus.iter().find(|v| v.uuid == gpu.uuid)),
+        };
+        views.push(join_gpu(on, g));
     }
     limits::fill_all(&mut views, inputs.cluster);
     Snapshot {
