@@ -124,7 +124,23 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         }
     } else if !probed.is_empty() && probed.len() == candidates.len() {
         split_by_probes(d, &candidates, probed, &unexplained, &mut out, &mut shares);
-    } else if candidates.len() == 1 && !d.mig_instance {
+    } else {
+        split_by_nvml(d, &candidates, &mut out, &mut shares);
+    }
+    settle_idle(&mut out, &mut shares, device_idle, idle_unsettled);
+    out.shares = shares;
+    out
+}
+
+/// Without a probe reading for every candidate, what NVML's own figures allow: a lone
+/// candidate's share, or nothing.
+fn split_by_nvml(
+    d: &DeviceCompute<'_>,
+    candidates: &[u32],
+    out: &mut DeviceSplit,
+    shares: &mut HashMap<u32, ProcessShare>,
+) {
+    if candidates.len() == 1 && !d.mig_instance {
         // With one process able to run kernels, the device's own utilization is that
         // process's. It beats NVML's per-process samples, which the H100 splits oddly even
         // then (an idle holder beside a 50 % process: 0.37 per-process, 0.48 device, truth
@@ -166,6 +182,15 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             }
         );
     }
+}
+
+/// Settles the split against the device's idle readings, and says why in `out.why`.
+fn settle_idle(
+    out: &mut DeviceSplit,
+    shares: &mut HashMap<u32, ProcessShare>,
+    device_idle: bool,
+    idle_unsettled: bool,
+) {
     if device_idle && out.method != SplitMethod::Idle {
         // A measured idle device settles it whatever the per-process readings say.
         out.method = SplitMethod::Idle;
@@ -198,8 +223,6 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             pids.join(", ")
         );
     }
-    out.shares = shares;
-    out
 }
 
 /// How much of the window a run of idle readings must span (as the CPU history must).

@@ -58,13 +58,7 @@ pub(super) fn split_by_probes(
         let sampled: Vec<u32> = candidates
             .iter()
             .copied()
-            .filter(|pid| {
-                d.activity
-                    .probe
-                    .get(pid)
-                    .and_then(|r| r.traced_share)
-                    .is_some_and(|t| t < FULLY_TRACED)
-            })
+            .filter(|pid| sampled(d, pid))
             .collect();
         timeline_shares(&probed, &lines, &sampled, &held, d.mps)
     });
@@ -87,14 +81,9 @@ pub(super) fn split_by_probes(
         }
         None => probed,
     };
-    let sampled = |pid: &u32| {
-        d.activity
-            .probe
-            .get(pid)
-            .and_then(|r| r.traced_share)
-            .is_some_and(|t| t < FULLY_TRACED)
-    };
-    let bounds = bounds(&spans, &out.probe_stages, &outlasting, sampled);
+    let bounds = bounds(&spans, &out.probe_stages, &outlasting, |pid| {
+        sampled(d, pid)
+    });
     let probed = if d.mps && from_timelines {
         fill_to_device(&probed, &bounds, d.device_activity)
     } else {
@@ -143,7 +132,28 @@ pub(super) fn split_by_probes(
     out.method = SplitMethod::Probe;
     out.probe_scale = Some(scale);
     out.from_timelines = from_timelines;
-    out.why = match (from_timelines, scale < 1.0) {
+    out.why = probe_split_why(d, candidates, scale, from_timelines, &outlasting);
+}
+
+/// Whether `pid`'s probe traced only part of the window (a launch-bound process's duty cycle).
+fn sampled(d: &DeviceCompute<'_>, pid: &u32) -> bool {
+    d.activity
+        .probe
+        .get(pid)
+        .and_then(|r| r.traced_share)
+        .is_some_and(|t| t < FULLY_TRACED)
+}
+
+/// Why the probes' split reads as it does: timelines or spans, the scale, the kernels that
+/// outlast slices, and whether a probe's figure is a sample.
+fn probe_split_why(
+    d: &DeviceCompute<'_>,
+    candidates: &[u32],
+    scale: f64,
+    from_timelines: bool,
+    outlasting: &BTreeMap<u32, Held>,
+) -> String {
+    let mut why = match (from_timelines, scale < 1.0) {
         (true, _) if d.mps => MPS_TIMELINE_WHY.into(),
         (true, false) => TIMELINE_WHY.into(),
         (true, true) => {
@@ -154,8 +164,8 @@ pub(super) fn split_by_probes(
         ),
         (false, false) => "CUDA probe kernel busy time".into(),
     };
-    if let Some(why) = outlasting_why(outlasting.iter()) {
-        out.why = format!("{}; {why}", out.why);
+    if let Some(outlasts) = outlasting_why(outlasting.iter()) {
+        why = format!("{why}; {outlasts}");
     }
     // A probe in a launch-bound process traces in duty cycles: its figure is a sample.
     let traced = candidates
@@ -163,13 +173,14 @@ pub(super) fn split_by_probes(
         .filter_map(|pid| d.activity.probe.get(pid)?.traced_share)
         .reduce(f64::min);
     if let Some(t) = traced.filter(|t| *t < FULLY_TRACED) {
-        out.why = format!(
+        why = format!(
             "{}; sampled: a probe traced {:.0} % of the window to keep its launch \
              overhead in budget",
-            out.why,
+            why,
             t * 100.0
         );
     }
+    why
 }
 
 const MPS_TIMELINE_WHY: &str = "CUDA probe timelines under MPS: each process counts what its \
