@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
+use super::compute::ActivityInputs;
 use super::device_id::ResourceMatcher;
 use super::holding::PodRef;
 use super::identity::CgroupIdentity;
 use super::join::{join, JoinInputs};
-use super::split_types::ActivityInputs;
 use super::view::{ContainerUse, Snapshot};
 use super::{NvmlSample, ProcessKind, ProcessSample, SharingMode};
 

@@ -2,9 +2,9 @@
 
 use serde_json::{json, Value};
 
+use super::dra_parse::parameters;
 use super::*;
 use crate::model::dra_claim::ConfigKind;
-use crate::model::dra_parse::parameters;
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;

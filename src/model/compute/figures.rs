@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::holding::PodRef;
+use crate::model::holding::PodRef;
 
 /// Why a device's split was disputed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

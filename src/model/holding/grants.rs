@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::cluster::ClusterView;
-use super::fractional::{Grant, Scheduler, KAI_FRACTION};
-use super::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
+use crate::model::cluster::ClusterView;
+use crate::model::fractional::{Grant, Scheduler, KAI_FRACTION};
+use crate::model::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
 
 /// Holdings for a container's grants, in place of the kubelet's IDs of `resource`; raw IDs
 /// are kept as `device_id` where they pair up one to one.

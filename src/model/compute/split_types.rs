@@ -1,4 +1,4 @@
-//! What the split of a device's compute reads and decides ([`super::compute`]): shared by
+//! What the split of a device's compute reads and decides ([`crate::model::compute`]): shared by
 //! its rules and by the probe's part of them ([`super::probe_split`]), so neither imports
 //! the other's types.
 
@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use super::timeslice::{Held, ProbeStages};
-use super::ProcessSample;
+use crate::model::ProcessSample;
 
 /// Below this share of device time a process or container counts as idle for that sample.
 pub const IDLE_SHARE: f64 = 0.01;

@@ -28,10 +28,17 @@
 //! known and above the threshold; and otherwise unknown, which is counted apart and never
 //! as idle.
 
+pub mod evidence;
+pub mod figures;
+mod probe_split;
+pub mod records;
+mod split_types;
+pub mod timeslice;
+
 use std::collections::{BTreeMap, HashMap};
 
-use super::probe_split::{idle_by_probe, probe_figures, split_by_probes};
-pub use super::split_types::*;
+use self::probe_split::{idle_by_probe, probe_figures, split_by_probes};
+pub use self::split_types::*;
 use super::{ProcessKind, ProcessSample};
 
 fn is_quiet(p: &ProcessSample, activity: &ActivityInputs) -> bool {
@@ -280,9 +287,7 @@ pub fn unattributed(device_activity: Option<f64>, attributed: &[Option<f64>]) ->
 }
 
 #[cfg(test)]
-#[path = "compute_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "compute_idle_window_tests.rs"]
 mod idle_window_tests;

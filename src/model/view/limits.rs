@@ -3,11 +3,11 @@
 
 use std::collections::HashMap;
 
-use super::cluster::ClusterView;
-use super::fractional::Grant;
-use super::holding::PodRef;
-use super::sharing::SharingMode;
-use super::view::{ContainerUse, GpuView, Limits};
+use crate::model::cluster::ClusterView;
+use crate::model::fractional::Grant;
+use crate::model::holding::PodRef;
+use crate::model::sharing::SharingMode;
+use crate::model::view::{ContainerUse, GpuView, Limits};
 
 /// Each container's limits on each device of one GPU: a scheduler's grant first, then the
 /// container's own MPS variables, then the MPS defaults its DRA claim configures or the

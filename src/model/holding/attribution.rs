@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::allocations::Allocations;
-use super::cluster::ClusterView;
-use super::device_id::{parse_device_id, ResourceMatcher};
-use super::fractional::{split_placeholder_id, Grant, VOLCANO_RESOURCE};
 use super::grants;
-use super::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
-use super::identity::CgroupIdentity;
+use crate::model::allocations::Allocations;
+use crate::model::cluster::ClusterView;
+use crate::model::device_id::{parse_device_id, ResourceMatcher};
+use crate::model::fractional::{split_placeholder_id, Grant, VOLCANO_RESOURCE};
+use crate::model::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
+use crate::model::identity::CgroupIdentity;
 
 #[derive(Debug, Default, Clone, PartialEq, Serialize)]
 pub struct AttributionStats {

@@ -9,8 +9,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::compute::{ActivityInputs, IDLE_SHARE, QUIET_CPU_CORES};
-use super::{NvmlSample, ProcessKind, ProcessSample};
+use crate::model::compute::{ActivityInputs, IDLE_SHARE, QUIET_CPU_CORES};
+use crate::model::{NvmlSample, ProcessKind, ProcessSample};
 
 /// Whether `p` may run kernels: the split's candidate notion (`compute`: not quiet). It is
 /// kept here on its own, on NVML, CPU time and kernels the probe saw, and never on a probe's

@@ -2,6 +2,9 @@
 //! process and pod. Plain data, built by the join and filled by limits and billing; the
 //! encoders and the debug pages read it.
 
+pub mod billing;
+pub mod limits;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -128,7 +131,7 @@ pub struct GpuView {
     pub containers: Vec<ContainerUse>,
     pub processes: Vec<ProcessView>,
     /// Per pod and device (the GPU or each MIG instance): the figure a bill can use and the
-    /// rule behind it ([`super::billing`]).
+    /// rule behind it ([`self::billing`]).
     pub pods: Vec<PodUse>,
     /// Per device: busy, attributed and disputed, accumulated.
     pub accounts: Vec<DeviceAccount>,

@@ -3,14 +3,17 @@
 //! The kube source reads claims into [`DraClaim`] (`dra_parse`); [`resolve`] applies the
 //! driver's precedence once the devices' UUIDs are known from ResourceSlices. Pure.
 
+pub mod dra_claim;
+mod dra_parse;
+
 use std::collections::BTreeMap;
 
-use super::dra_claim::{
+use self::dra_claim::{
     ClaimResult, DeviceKey, DraClaim, DraDevice, DraDeviceConfig, MpsConfig, SharingConfig,
 };
 use super::sharing::DeclaredStrategy;
 
-pub use super::dra_parse::{claim_from_json, parse_quantity, NVIDIA_DRIVER};
+pub use self::dra_parse::{claim_from_json, parse_quantity, NVIDIA_DRIVER};
 
 /// What each of the claim's NVIDIA devices is configured with, following the driver
 /// (`prepareDevices`): the last config in precedence order that names the device's request,
@@ -186,5 +189,4 @@ fn apply_mps(cfg: &mut DraDeviceConfig, m: &MpsConfig, uuids: &[Option<&str>], n
 }
 
 #[cfg(test)]
-#[path = "dra_tests.rs"]
 mod tests;

@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::compute::{DeviceSplit, SplitMethod};
-use super::view::{ContainerUse, DeviceAccount, PodUse};
+use crate::model::compute::{DeviceSplit, SplitMethod};
+use crate::model::view::{ContainerUse, DeviceAccount, PodUse};
 
 type PodKey = (String, String, Option<String>);
 

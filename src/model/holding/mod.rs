@@ -3,6 +3,9 @@
 //! (`Holding`). Plain data shared by attribution, the fractional schedulers' grants, DRA,
 //! limits and the join.
 
+pub mod attribution;
+pub mod grants;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -196,5 +199,4 @@ pub fn dra_declared(holdings: &[Holding]) -> Option<DeclaredStrategy> {
 }
 
 #[cfg(test)]
-#[path = "holding_tests.rs"]
 mod tests;

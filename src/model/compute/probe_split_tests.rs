@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use crate::model::compute::{split, ActivityInputs, ProbeReading, ProbeTimeline};
+use crate::model::compute::{DeviceCompute, DeviceSplit, SplitMethod};
 use crate::model::evidence::review;
 use crate::model::figures::DisputeReason;
-use crate::model::split_types::{DeviceCompute, DeviceSplit, SplitMethod};
 use crate::model::testkit::compute_process;
 use crate::model::ProcessSample;
 

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::sharing::DeclaredStrategy;
+use crate::model::sharing::DeclaredStrategy;
 
 /// One ResourceClaim as far as tessera reads it: its allocated devices and its configs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,4 +1,4 @@
-//! The split when every candidate on a device carries the CUDA probe (see [`super::compute`]):
+//! The split when every candidate on a device carries the CUDA probe (see [`crate::model::compute`]):
 //! each process's figure from its probe, the time-sliced split by the probes' timelines, the
 //! kernels that outlast time slices, and who the probes show idle.
 

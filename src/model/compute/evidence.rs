@@ -1,7 +1,7 @@
 //! Deciding at the widest level the evidence allows, and checking the probe against evidence
 //! its tenant does not control (docs/design.md, invariant 6).
 //!
-//! [`compute::split`](super::compute::split) decides per process. Above it, per device:
+//! [`compute::split`](crate::model::compute::split) decides per process. Above it, per device:
 //!
 //! * **sole-active-container / sole-active-pod**: when every candidate (a process that may run
 //!   kernels) belongs to one container, or to one pod, the device's own reading is that
@@ -21,12 +21,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::compute::{
+use super::figures::{DisputeReason, WideFigure};
+use crate::model::compute::{
     DeviceCompute, DeviceSplit, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE,
     QUIET_CPU_CORES,
 };
-use super::figures::{DisputeReason, WideFigure};
-use super::holding::PodRef;
+use crate::model::holding::PodRef;
 
 /// How far (share of device time, absolute) the sum of the probes' claims may miss the
 /// device's measured busy fraction. NVML's utilization is a coarse recent sample and the
