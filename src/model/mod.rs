@@ -13,7 +13,8 @@
 //!   `compute` itself, `evidence`, and `records` (which probes need kernel records);
 //! - `view/`, what the exporter shows: `view` itself (plain types), filled by `limits` and
 //!   `billing`;
-//! - `join`, which runs them all; `testkit` (tests only) builds its inputs.
+//! - `join/`, which runs them all: `device`, one device's pipeline, then `join` itself;
+//!   `testkit` (tests only) builds its inputs.
 
 pub mod cluster;
 pub mod compute;
@@ -24,7 +25,7 @@ pub mod join;
 pub mod view;
 
 #[cfg(test)]
-pub mod testkit;
+pub use join::testkit;
 
 // The wings' files by their names before the wings, as the rest of the crate reads them.
 pub use compute::{evidence, figures, records, timeslice};

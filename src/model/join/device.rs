@@ -1,48 +1,21 @@
-//! The pure join: NVML's view of the node, the kubelet's allocations, the pods' metadata and
-//! each process's cgroup, in; the immutable snapshot the exporter shows, out.
+//! One device's pipeline, run for each MIG instance and for each GPU: the facts about the
+//! device, its sharing mode, the compute split, the container rows and the account.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::allocations::Allocations;
-use super::attribution::{self, AttributionStats};
-use super::billing;
-use super::cluster::{ClusterView, SharingStrategy};
-use super::compute::{
+use crate::model::billing;
+use crate::model::cluster::{ClusterView, SharingStrategy};
+use crate::model::compute::{
     self, Activity, ActivityInputs, DeviceCompute, DeviceSplit, ProcessShare, SplitMethod,
 };
-use super::device_id::ResourceMatcher;
-use super::evidence;
-use super::holding::{DeviceIndex, Holding, PodRef, Pods, Target};
-use super::identity::CgroupIdentity;
-use super::limits;
-use super::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
-use super::view::{
-    CollectorStatus, ContainerUse, DeviceAccount, GpuView, MigView, PodUse, ProcessView, Snapshot,
+use crate::model::evidence;
+use crate::model::holding::{Holding, PodRef, Target};
+use crate::model::sharing::{decide, DeclaredStrategy, SharingEvidence, SharingMode};
+use crate::model::view::{
+    ContainerUse, DeviceAccount, GpuView, MigView, PodUse, ProcessView, Snapshot,
 };
-use super::{GpuSample, MigSample, NvmlSample, ProcessKind, ProcessSample};
-
-/// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
-/// evidence of idleness and is capped.
-const MAX_IDLE_STEP_SECONDS: f64 = 60.0;
-
-pub struct JoinInputs<'a> {
-    pub node: &'a str,
-    pub timestamp_seconds: f64,
-    pub nvml: &'a NvmlSample,
-    pub collectors: Vec<CollectorStatus>,
-    pub sample_duration_seconds: f64,
-    /// `None` when the kubelet has not answered (or is not used).
-    pub allocations: Option<&'a Allocations>,
-    /// `None` without an API server.
-    pub cluster: Option<&'a ClusterView>,
-    pub cgroups: &'a HashMap<u32, CgroupIdentity>,
-    pub resources: &'a ResourceMatcher,
-    /// CPU time and CUDA-probe readings per process, over the trailing window.
-    pub activity: &'a ActivityInputs,
-    /// The previous snapshot, for counters (idle seconds) that accumulate across samples.
-    pub previous: Option<&'a Snapshot>,
-}
+use crate::model::{GpuSample, MigSample, ProcessKind, ProcessSample};
 
 fn declared(s: &SharingStrategy) -> Option<DeclaredStrategy> {
     match s {
@@ -108,7 +81,7 @@ fn evidence(
         replica_ids: facts.holdings.iter().any(|h| h.replica)
             || facts.offered.is_some_and(|n| n > 1),
         // A claim's config speaks for the device itself; node labels for the whole node.
-        declared: super::holding::dra_declared(facts.holdings).or(declared),
+        declared: crate::model::holding::dra_declared(facts.holdings).or(declared),
         shared_claim: claims.values().any(|pods| pods.len() > 1),
         fractional: facts
             .holdings
@@ -131,7 +104,7 @@ fn replicas(
     }
 }
 
-type IdleKey = (String, String, String, String, String);
+pub(super) type IdleKey = (String, String, String, String, String);
 
 fn idle_key(gpu_uuid: &str, c: &ContainerUse) -> IdleKey {
     (
@@ -145,17 +118,17 @@ fn idle_key(gpu_uuid: &str, c: &ContainerUse) -> IdleKey {
 
 /// What a container accumulated up to the previous sample.
 #[derive(Debug, Clone, Copy, Default)]
-struct Accumulated {
+pub(super) struct Accumulated {
     idle: f64,
     unknown: f64,
     busy: f64,
 }
 
-struct Ctx<'a> {
-    allocations_known: bool,
-    dt: f64,
-    previous: &'a HashMap<IdleKey, Accumulated>,
-    gpu_uuid: &'a str,
+pub(super) struct Ctx<'a> {
+    pub(super) allocations_known: bool,
+    pub(super) dt: f64,
+    pub(super) previous: &'a HashMap<IdleKey, Accumulated>,
+    pub(super) gpu_uuid: &'a str,
 }
 
 /// Per-container rows of one device: every holder, plus every container with processes on it.
@@ -318,15 +291,18 @@ fn unattributed_of(split: &DeviceSplit, rows: &[ContainerUse]) -> Option<f64> {
 
 /// One GPU's part of the join's inputs: what each of its devices (the GPU and every MIG
 /// instance) is joined from.
-struct GpuInputs<'a> {
-    inputs: &'a JoinInputs<'a>,
-    ctx: Ctx<'a>,
-    gpu: &'a GpuSample,
-    processes: Vec<ProcessView>,
-    holdings: &'a BTreeMap<Target, Vec<Holding>>,
-    offered: &'a HashMap<Target, u32>,
+pub(super) struct GpuInputs<'a> {
+    pub(super) cluster: Option<&'a ClusterView>,
+    /// The sample's time.
+    pub(super) now: f64,
+    pub(super) activity: &'a ActivityInputs,
+    pub(super) ctx: Ctx<'a>,
+    pub(super) gpu: &'a GpuSample,
+    pub(super) processes: Vec<ProcessView>,
+    pub(super) holdings: &'a BTreeMap<Target, Vec<Holding>>,
+    pub(super) offered: &'a HashMap<Target, u32>,
     /// The GPU in the previous snapshot.
-    before: Option<&'a GpuView>,
+    pub(super) before: Option<&'a GpuView>,
 }
 
 /// One device joined: its sharing mode, compute split, container rows and account.
@@ -357,14 +333,14 @@ impl GpuInputs<'_> {
             offered: self.offered.get(&target).copied(),
         };
         let mig_enabled_gpu = mig.is_none() && self.gpu.mig_enabled == Some(true);
-        let decl = declared_for(self.inputs.cluster, mig.map(|m| m.profile.as_str()));
+        let decl = declared_for(self.cluster, mig.map(|m| m.profile.as_str()));
         let mut ev = evidence(&facts, decl.0, self.gpu.vgpu_guest, mig.is_some());
         ev.mig_enabled_gpu = mig_enabled_gpu;
         let (mode, why) = decide(&ev);
         let device = match mig {
             Some(m) => DeviceReading {
                 activity: m.gpm.map(|a| a.sm_activity),
-                now: self.inputs.timestamp_seconds,
+                now: self.now,
                 idle_since: self
                     .before
                     .and_then(|v| v.mig.iter().find(|b| b.uuid == m.uuid))
@@ -377,11 +353,11 @@ impl GpuInputs<'_> {
                 } else {
                     self.gpu.utilization.or(self.gpu.gpm.map(|a| a.sm_activity))
                 },
-                now: self.inputs.timestamp_seconds,
+                now: self.now,
                 idle_since: self.before.and_then(|v| v.compute.idle_since),
             },
         };
-        let split = split_device(&facts, device, mode, mig.is_some(), self.inputs.activity);
+        let split = split_device(&facts, device, mode, mig.is_some(), self.activity);
         let rows = containers(&self.ctx, &facts, mode, mig, &split);
         let unattributed = unattributed_of(&split, &rows);
         let billing = (!mig_enabled_gpu).then(|| {
@@ -428,7 +404,7 @@ fn active_containers(processes: &[ProcessView], split: &DeviceSplit) -> u32 {
 }
 
 /// Joins one GPU: each MIG instance, then the GPU itself.
-fn join_gpu(on: GpuInputs<'_>, target: usize) -> GpuView {
+pub(super) fn join_gpu(on: GpuInputs<'_>, target: usize) -> GpuView {
     let gpu = on.gpu;
     let instances: Vec<DeviceJoin> = (0..gpu.mig_instances.len())
         .map(|m| {
@@ -512,7 +488,7 @@ fn join_gpu(on: GpuInputs<'_>, target: usize) -> GpuView {
 }
 
 /// What each container had accumulated in the previous snapshot.
-fn accumulated(previous: Option<&Snapshot>) -> HashMap<IdleKey, Accumulated> {
+pub(super) fn accumulated(previous: Option<&Snapshot>) -> HashMap<IdleKey, Accumulated> {
     let Some(s) = previous else {
         return HashMap::new();
     };
@@ -530,94 +506,3 @@ fn accumulated(previous: Option<&Snapshot>) -> HashMap<IdleKey, Accumulated> {
         })
         .collect()
 }
-
-pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
-    let gpus = &inputs.nvml.gpus;
-    let index = DeviceIndex::new(gpus);
-    let mut pods = Pods::default();
-    let mut stats = AttributionStats::default();
-    let holdings = inputs
-        .allocations
-        .map(|a| {
-            attribution::holdings(
-                a,
-                inputs.cluster,
-                inputs.resources,
-                &index,
-                &mut pods,
-                &mut stats,
-            )
-        })
-        .unwrap_or_default();
-    let offered = inputs
-        .allocations
-        .map(|a| attribution::offered(a, inputs.resources, &index))
-        .unwrap_or_default();
-    let previous = accumulated(inputs.previous);
-    let ctx = Ctx {
-        allocations_known: inputs.allocations.is_some(),
-        dt: inputs
-            .previous
-            .map(|p| {
-                (inputs.timestamp_seconds - p.timestamp_seconds).clamp(0.0, MAX_IDLE_STEP_SECONDS)
-            })
-            .unwrap_or(0.0),
-        previous: &previous,
-        gpu_uuid: "",
-    };
-
-    let mut views = Vec::with_capacity(gpus.len());
-    for (g, gpu) in gpus.iter().enumerate() {
-        let processes: Vec<ProcessView> = gpu
-            .processes
-            .iter()
-            .map(|p| {
-                let probe = inputs.activity.probe.get(&p.pid);
-                ProcessView {
-                    pod: attribution::process_owner(
-                        inputs.cgroups.get(&p.pid),
-                        inputs.cluster,
-                        &mut pods,
-                        &mut stats,
-                    ),
-                    sample: p.clone(),
-                    compute: ProcessShare::default(),
-                    probe_busy_seconds: probe.map(|r| r.busy_seconds),
-                    probe_kernels: probe.map(|r| r.kernels),
-                }
-            })
-            .collect();
-        let on = GpuInputs {
-            inputs: &inputs,
-            ctx: Ctx {
-                gpu_uuid: &gpu.uuid,
-                ..ctx
-            },
-            gpu,
-            processes,
-            holdings: &holdings,
-            offered: &offered,
-            before: inputs
-                .previous
-                .and_then(|s| s.gpus.iter().find(|v| v.uuid == gpu.uuid)),
-        };
-        views.push(join_gpu(on, g));
-    }
-    limits::fill_all(&mut views, inputs.cluster);
-    Snapshot {
-        node: inputs.node.to_owned(),
-        timestamp_seconds: inputs.timestamp_seconds,
-        driver_version: inputs.nvml.driver_version.clone(),
-        gpus: views,
-        collectors: inputs.collectors,
-        nvml_errors: inputs.nvml.errors_by_call.clone(),
-        nvml_worker_restarts: inputs.nvml.worker_restarts.clone(),
-        sample_duration_seconds: inputs.sample_duration_seconds,
-        samples_total: inputs.previous.map_or(1, |p| p.samples_total + 1),
-        attribution: stats,
-    }
-}
-
-#[cfg(test)]
-#[path = "join_tests.rs"]
-mod tests;

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::allocations::{Allocations, ContainerAllocation, ResourceDevices};
+use crate::model::compute::SplitMethod;
 use crate::model::testkit;
 use crate::model::{GpuSample, MigSample, NvmlSample};
 

@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
-use super::compute::ActivityInputs;
-use super::device_id::ResourceMatcher;
-use super::holding::PodRef;
-use super::identity::CgroupIdentity;
-use super::join::{join, JoinInputs};
-use super::view::{ContainerUse, Snapshot};
-use super::{NvmlSample, ProcessKind, ProcessSample, SharingMode};
+use super::{join, JoinInputs};
+use crate::model::compute::ActivityInputs;
+use crate::model::device_id::ResourceMatcher;
+use crate::model::holding::PodRef;
+use crate::model::identity::CgroupIdentity;
+use crate::model::view::{ContainerUse, Snapshot};
+use crate::model::{NvmlSample, ProcessKind, ProcessSample, SharingMode};
 
 static NO_CGROUPS: LazyLock<HashMap<u32, CgroupIdentity>> = LazyLock::new(HashMap::new);
 static NO_EXTRA_RESOURCES: LazyLock<ResourceMatcher> = LazyLock::new(ResourceMatcher::default);
