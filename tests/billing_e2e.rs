@@ -17,9 +17,9 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
-use support::Exporter;
+use support::{Clients, Exporter};
 use tessera::demo::cluster::{self, ContainerPlan, PodPlan};
 use tessera::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera::fakes::kubelet::FakeKubelet;
@@ -53,61 +53,15 @@ impl Probe {
     }
 
     fn spawn(&self, socket: &std::path::Path) -> Child {
-        let script = r#"
-import socket, struct, sys, time
-path = sys.argv[1]
-cov, solo, offset, silent_after = (float(a) for a in sys.argv[2:6])
-clock = lambda: time.time_ns() + int(offset * 1e9)
-t0 = time.time(); c0 = clock(); kernels = 0
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX); s.connect(path); break
-    except OSError:
-        time.sleep(0.05)
-start = c0 // 1_000_000; sent = start; full = 2
-busy = struct.pack("<HH", int(cov * 1000), int(solo * 1000))
-while True:
-    if silent_after > 0 and time.time() - t0 > silent_after:
-        time.sleep(3600)
-    now = clock(); upto = now // 1_000_000
-    n = min(upto - sent, 16384); first = upto - n
-    kernels += 10 if cov > 0 else 0
-    head = struct.pack("<4sIQQIIQQQII", b"TSP1", 2, int((now - c0) * cov), kernels, full, 0,
-                       now, start, first, n, 0)
-    try:
-        s.sendall(head + busy * n)
-    except OSError:
-        sys.exit(0)
-    sent, full = upto, 0
-    time.sleep(0.2)
-"#;
-        Command::new("python3")
-            .args(["-c", script])
-            .arg(socket)
-            .args(
-                [
-                    self.covered,
-                    self.solo,
-                    self.clock_offset,
-                    self.silent_after,
-                ]
-                .iter()
-                .map(f64::to_string),
-            )
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("python3 runs the fake probe client")
-    }
-}
-
-struct Clients(Vec<Child>);
-
-impl Drop for Clients {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        support::fake_probe_client(
+            socket,
+            &[
+                format!("--covered={}", self.covered),
+                format!("--solo={}", self.solo),
+                format!("--clock-offset={}", self.clock_offset),
+                format!("--silent-after={}", self.silent_after),
+            ],
+        )
     }
 }
 

@@ -8,43 +8,14 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
-use support::{value, Exporter};
-
-/// Runs a fake probe client: `script` with the socket and `args` as its arguments.
-fn run_client(script: &str, socket: &std::path::Path, args: &[f64]) -> Child {
-    Command::new("python3")
-        .args(["-c", script])
-        .arg(socket)
-        .args(args.iter().map(f64::to_string))
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 runs the fake probe client")
-}
+use support::{value, Clients, Exporter};
 
 /// A process that reports `busy` seconds of kernel time per second, as the probe would.
 fn fake_probe_client(socket: &std::path::Path, busy: f64) -> Child {
-    let script = r#"
-import socket, struct, sys, time
-path, rate = sys.argv[1], float(sys.argv[2])
-t0 = time.time(); kernels = 0
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX); s.connect(path); break
-    except OSError:
-        time.sleep(0.05)
-while True:
-    kernels += 10
-    busy_ns = int((time.time() - t0) * rate * 1e9)
-    try:
-        s.sendall(b"TSP1" + struct.pack("<IQQII", 1, busy_ns, kernels, 0, 0))
-    except OSError:
-        sys.exit(0)  # tessera stopped
-    time.sleep(0.2)
-"#;
-    run_client(script, socket, &[busy])
+    support::fake_probe_client(socket, &["--wire=1", &format!("--covered={busy}")])
 }
 
 /// A process that reports, as the probe does, a timeline in which its kernels cover `covered`
@@ -53,52 +24,16 @@ while True:
 /// traces always; otherwise version 3, tracing one 20 ms slot in `every` (nested: a slot
 /// traced at 8 is traced at 2) and marking the other milliseconds untraced.
 fn fake_timeline_client(socket: &std::path::Path, covered: f64, solo: f64, every: u32) -> Child {
-    let script = r#"
-import socket, struct, sys, time
-path, cov, solo, every = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-t0 = time.time_ns(); kernels = 0; traced_ms = 0
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX); s.connect(path); break
-    except OSError:
-        time.sleep(0.05)
-start = t0 // 1_000_000; sent = start; full = 2
-busy = struct.pack("<HH", int(cov * 1000), int(solo * 1000))
-while True:
-    now = time.time_ns(); upto = now // 1_000_000
-    n = min(upto - sent, 16384); first = upto - n
-    kernels += 10
-    if every == 0:
-        head = struct.pack("<4sIQQIIQQQII", b"TSP1", 2, int((now - t0) * cov), kernels, full, 0,
-                           now, start, first, n, 0)
-        body = busy * n
-    else:
-        body = b""
-        for ms in range(first, upto):
-            traced = (ms // 20) % every == 0
-            traced_ms += traced
-            body += busy if traced else struct.pack("<HH", 0xFFFF, 0)
-        head = struct.pack("<4sIQQIIQQQIIQ", b"TSP1", 3, int(traced_ms * cov * 1e6), kernels,
-                           full, 0, now, start, first, n, 0, traced_ms * 1_000_000)
-    try:
-        s.sendall(head + body)
-    except OSError:
-        sys.exit(0)  # tessera stopped
-    sent, full = upto, 0
-    time.sleep(0.2)
-"#;
-    run_client(script, socket, &[covered, solo, f64::from(every)])
-}
-
-struct Clients(Vec<Child>);
-
-impl Drop for Clients {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    let wire = if every == 0 { 2 } else { 3 };
+    support::fake_probe_client(
+        socket,
+        &[
+            format!("--wire={wire}"),
+            format!("--covered={covered}"),
+            format!("--solo={solo}"),
+            format!("--every={}", every.max(1)),
+        ],
+    )
 }
 
 /// One GPU with the two `pids` on it, time-sliced; with `mps`, as clients of an MPS daemon
@@ -336,32 +271,14 @@ fn under_mps_graph_clients_get_the_busy_time_their_solo_estimates_miss_within_bo
 /// every other 10 ms (`phase` 0 the even tens, 1 the odd ones): two such clients take turns
 /// and every millisecond each covers is covered by it alone.
 fn fake_turns_client(socket: &std::path::Path, covered: f64, solo: f64, phase: u32) -> Child {
-    let script = r#"
-import socket, struct, sys, time
-path, cov, solo, phase = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-t0 = time.time_ns(); kernels = 0
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX); s.connect(path); break
-    except OSError:
-        time.sleep(0.05)
-start = t0 // 1_000_000; sent = start; full = 2
-on = struct.pack("<HH", int(cov * 1000), int(solo * 1000)); off = struct.pack("<HH", 0, 0)
-while True:
-    now = time.time_ns(); upto = now // 1_000_000
-    n = min(upto - sent, 16384); first = upto - n
-    kernels += 10
-    head = struct.pack("<4sIQQIIQQQII", b"TSP1", 2, int((now - t0) * cov / 2), kernels, full, 0,
-                       now, start, first, n, 0)
-    body = b"".join(on if (ms // 10) % 2 == phase else off for ms in range(first, upto))
-    try:
-        s.sendall(head + body)
-    except OSError:
-        sys.exit(0)  # tessera stopped
-    sent, full = upto, 0
-    time.sleep(0.2)
-"#;
-    run_client(script, socket, &[covered, solo, f64::from(phase)])
+    support::fake_probe_client(
+        socket,
+        &[
+            format!("--covered={covered}"),
+            format!("--solo={solo}"),
+            format!("--turns={phase}"),
+        ],
+    )
 }
 
 #[test]
@@ -451,24 +368,7 @@ fn duty_cycled_probes_are_split_over_the_milliseconds_both_traced() {
 /// A process that holds a context and spins a core, its probe reporting (records on) no
 /// kernel ever: version 1 frames with zero kernels, sent between busy loops.
 fn spinning_holder_client(socket: &std::path::Path) -> Child {
-    let script = r#"
-import socket, struct, sys, time
-path = sys.argv[1]
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX); s.connect(path); break
-    except OSError:
-        time.sleep(0.05)
-while True:
-    try:
-        s.sendall(b"TSP1" + struct.pack("<IQQII", 1, 0, 0, 0, 0))
-    except OSError:
-        sys.exit(0)  # tessera stopped
-    t = time.time()
-    while time.time() - t < 0.2:
-        pass
-"#;
-    run_client(script, socket, &[])
+    support::fake_probe_client(socket, &["--wire=1", "--covered=0", "--spin"])
 }
 
 #[test]

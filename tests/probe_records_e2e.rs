@@ -6,76 +6,22 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use support::Exporter;
+use support::{Clients, Exporter};
 
 /// A stand-in probe: reports "off, alone" (wire v1, flags DISABLED|ALONE) until it reads a
 /// control message saying shared, and from then on a v2 timeline whose kernels cover
 /// `covered` of every millisecond, starting at that moment. Each switch is appended to `log`.
 fn stand_in_probe(socket: &std::path::Path, covered: f64, log: &std::path::Path) -> Child {
-    let script = r#"
-import socket, struct, sys, time
-path, cov, log = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-while True:
-    try:
-        s = socket.socket(socket.AF_UNIX); s.connect(path); break
-    except OSError:
-        time.sleep(0.05)
-shared, pending, full, busy_ns, kernels = False, b"", 0, 0, 0
-cell = struct.pack("<HH", int(cov * 1000), int(cov * 1000))
-while True:
-    try:
-        data = s.recv(256, socket.MSG_DONTWAIT)
-        if data == b"":
-            sys.exit(0)  # tessera stopped
-    except BlockingIOError:
-        data = b""
-    pending += data
-    while len(pending) >= 16:
-        magic, version, flags, reserved = struct.unpack("<4sIII", pending[:16])
-        pending = pending[16:]
-        if magic != b"TSC1" or version != 1:
-            continue
-        if bool(flags & 1) != shared:
-            shared = bool(flags & 1)
-            open(log, "a").write(("on" if shared else "off") + "\n")
-            if shared:
-                start = time.time_ns() // 1_000_000; sent = start; full = 2; on_ns = time.time_ns()
-    try:
-        if not shared:
-            s.sendall(b"TSP1" + struct.pack("<IQQII", 1, busy_ns, kernels, 1 | 4, 0))
-        else:
-            now = time.time_ns(); upto = now // 1_000_000
-            n = min(upto - sent, 16384); first = upto - n
-            kernels += 10; busy_ns = int((now - on_ns) * cov)
-            s.sendall(struct.pack("<4sIQQIIQQQII", b"TSP1", 2, busy_ns, kernels, full, 0,
-                                  now, start, first, n, 0) + cell * n)
-            sent, full = upto, 0
-    except OSError:
-        sys.exit(0)
-    time.sleep(0.2)
-"#;
-    Command::new("python3")
-        .args(["-c", script])
-        .arg(socket)
-        .arg(covered.to_string())
-        .arg(log)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 runs the stand-in probe")
-}
-
-struct Clients(Vec<Child>);
-
-impl Drop for Clients {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+    support::fake_probe_client(
+        socket,
+        &[
+            format!("--covered={covered}"),
+            format!("--records-log={}", log.display()),
+        ],
+    )
 }
 
 fn process_value(m: &str, family: &str, pid: u32) -> Option<f64> {

@@ -1,7 +1,7 @@
 //! Unit tests of the encoder: caps, counters and hostile label values.
 
 use super::*;
-use crate::model::join::{join, JoinInputs};
+use crate::model::testkit;
 use crate::model::{GpuSample, NvmlSample, ProcessSample};
 
 fn snapshot(processes: u32, name: &str) -> Snapshot {
@@ -21,19 +21,7 @@ fn snapshot(processes: u32, name: &str) -> Snapshot {
         }],
         ..Default::default()
     };
-    join(JoinInputs {
-        node: "n",
-        timestamp_seconds: 1.0,
-        nvml: &nvml,
-        collectors: vec![],
-        sample_duration_seconds: 0.0,
-        allocations: None,
-        cluster: None,
-        cgroups: &Default::default(),
-        resources: &Default::default(),
-        activity: &Default::default(),
-        previous: None,
-    })
+    testkit::snapshot(&nvml)
 }
 
 #[test]

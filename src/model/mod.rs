@@ -1,38 +1,38 @@
 //! Plain data: what the sources saw and what the exporter shows. No I/O, no NVML or Prometheus
 //! types, so every attribution rule can be tested without a GPU.
 //!
-//! Files import only files below them (`tests/module_layers.rs` fails on a circle), bottom-up:
-//! - the samples (this file), `sharing`, `fractional`, `device_id`, `identity`, `allocations`;
-//! - DRA: `dra_claim` (plain types), `dra_parse`, `dra`; then `cluster`, the pods' view;
-//! - who holds what: `holding` (plain types), `grants`, `attribution`;
-//! - compute: `figures` (plain types), `compute`, `evidence`; `records` (which probes need
-//!   kernel records);
-//! - what the exporter shows: `view` (plain types), filled by `limits` and `billing`;
-//! - `join`, which runs them all.
+//! The model reads in wings, bottom-up; a file imports only from its own wing and those below
+//! it, and within a wing only files below it (`tests/module_layers.rs` fails on an import that
+//! runs back up, or on a circle):
+//! - the samples (this file);
+//! - `inputs/`: `sharing`, `fractional`, `device_id`, `identity`, `allocations`;
+//! - `dra/`: `dra_claim` (plain types), `dra_parse`, then `dra` itself (`dra/mod.rs`);
+//! - `cluster`, the pods' view;
+//! - `holding/`, who holds what: `holding` itself (plain types), `grants`, `attribution`;
+//! - `compute/`: `figures` (plain types), `timeslice`, `split_types`, `probe_split`, then
+//!   `compute` itself, `evidence`, and `records` (which probes need kernel records);
+//! - `view/`, what the exporter shows: `view` itself (plain types), filled by `limits` and
+//!   `billing`;
+//! - `join/`, which runs them all: `device`, one device's pipeline, then `join` itself;
+//!   `testkit` (tests only) builds its inputs.
 
-pub mod allocations;
-pub mod attribution;
-pub mod billing;
 pub mod cluster;
 pub mod compute;
-pub mod device_id;
 pub mod dra;
-pub mod dra_claim;
-mod dra_parse;
-pub mod evidence;
-pub mod figures;
-pub mod fractional;
-pub mod grants;
 pub mod holding;
-pub mod identity;
+pub mod inputs;
 pub mod join;
-pub mod limits;
-mod probe_split;
-pub mod records;
-pub mod sharing;
-mod split_types;
-pub mod timeslice;
 pub mod view;
+
+#[cfg(test)]
+pub use join::testkit;
+
+// The wings' files by their names before the wings, as the rest of the crate reads them.
+pub use compute::{evidence, figures, records, timeslice};
+pub use dra::dra_claim;
+pub use holding::{attribution, grants};
+pub use inputs::{allocations, device_id, fractional, identity, sharing};
+pub use view::{billing, limits};
 
 use std::collections::BTreeMap;
 

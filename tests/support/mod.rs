@@ -400,3 +400,29 @@ pub fn value(exposition: &str, prefix: &str) -> Option<f64> {
         .and_then(|l| l.rsplit_once(' '))
         .and_then(|(_, v)| v.parse().ok())
 }
+
+/// Starts the stand-in probe (`tests/support/fake_probe_client.py`) on `socket`; `args` are its
+/// options (its `--help` lists them).
+pub fn fake_probe_client<S: AsRef<std::ffi::OsStr>>(socket: &Path, args: &[S]) -> Child {
+    let script = workspace().join("tests/support/fake_probe_client.py");
+    assert!(script.is_file(), "{} missing", script.display());
+    Command::new("python3")
+        .arg(script)
+        .arg(socket)
+        .args(args)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("python3 runs the fake probe client")
+}
+
+/// Processes a test started, killed when it ends, passing or not.
+pub struct Clients(pub Vec<Child>);
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -3,8 +3,8 @@
 //! can say only "pid 458 uses 33% SM" and still get plausible power, clocks,
 //! memory and GPM values. The constants are fitted to the H100 fixtures.
 
+use crate::devices::{find_instance, GpuDef, MigLayout};
 use crate::scenario::{GpmSpec, GpuPhaseSpec, ProcessKind, ProcessSpec};
-use crate::world::{find_instance, GpuDef, MigLayout};
 
 /// Memory the driver's context takes besides what processes report: the
 /// fixtures show 1635 MiB used for two 810 MiB processes, 0 MiB when idle.

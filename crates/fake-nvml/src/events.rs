@@ -5,9 +5,9 @@
 //! phase that was current at registration and of every later phase start,
 //! each once, queued until someone waits — like the driver's event queue.
 
+use crate::handles::{EventSetState, Registration};
 use crate::state::*;
 use nvml_wrapper_sys::bindings::*;
-use std::collections::VecDeque;
 use std::os::raw::{c_uint, c_ulonglong};
 use std::time::{Duration, Instant};
 
@@ -23,20 +23,6 @@ const POLL_STEP: Duration = Duration::from_millis(10);
 
 const SET_TAG: u64 = 0xFA50_0000_0000;
 const TAG_MASK: u64 = 0xFFFF_0000_0000;
-
-#[derive(Debug, Default)]
-pub struct EventSetState {
-    registrations: Vec<Registration>,
-    queue: VecDeque<(usize, u64)>,
-}
-
-#[derive(Debug)]
-struct Registration {
-    gpu: usize,
-    types: u64,
-    /// Phase starts up to this time (ms after init) have been queued.
-    scanned_until: f64,
-}
 
 fn set_handle(id: u64) -> nvmlEventSet_t {
     (SET_TAG | id) as usize as nvmlEventSet_t

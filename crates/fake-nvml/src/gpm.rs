@@ -4,18 +4,11 @@
 //! phase change blend the two phases as real counters would.
 
 use crate::activity::GpmValues;
+use crate::handles::GpmSampleRec;
 use crate::state::*;
 use nvml_wrapper_sys::bindings::*;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_uint};
-
-#[derive(Debug, Clone)]
-pub struct GpmSampleRec {
-    pub gpu: usize,
-    /// Scenario index of the MIG instance for `nvmlGpmMigSampleGet` samples.
-    pub instance: Option<usize>,
-    pub t_ms: f64,
-}
 
 const SAMPLE_TAG: u64 = 0xFA4F_0000_0000;
 const TAG_MASK: u64 = 0xFFFF_0000_0000;
@@ -33,7 +26,7 @@ fn sample_id(h: nvmlGpmSample_t) -> NvResult<u64> {
 }
 
 /// GPM calls take the parent GPU; MIG handles are an invalid argument.
-fn gpm_gpu<'a>(ctx: &'a Ctx) -> NvResult<&'a crate::world::GpuDef> {
+fn gpm_gpu<'a>(ctx: &'a Ctx) -> NvResult<&'a crate::devices::GpuDef> {
     if ctx.dev()?.mig.is_some() {
         return Err(INVALID_ARGUMENT);
     }

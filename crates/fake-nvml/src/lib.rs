@@ -17,9 +17,12 @@
 #![allow(clippy::missing_safety_doc)]
 
 mod activity;
+mod calls;
 mod device;
+mod devices;
 mod events;
 mod gpm;
+mod handles;
 mod mig;
 mod process;
 mod samples;
@@ -31,7 +34,8 @@ mod telemetry;
 mod timeline;
 pub mod world;
 
-pub use state::{EPOCH_ENV, EXPORTED, SCENARIO_ENV};
+pub use calls::EXPORTED;
+pub use state::{EPOCH_ENV, SCENARIO_ENV};
 
 /// Parses and validates a scenario file exactly as `nvmlInit_v2` does.
 pub fn validate_file(path: &std::path::Path) -> Result<world::World, String> {

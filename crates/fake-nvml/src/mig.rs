@@ -7,7 +7,7 @@ use nvml_wrapper_sys::bindings::*;
 use std::os::raw::c_uint;
 
 /// Calls that take the parent GPU reject MIG handles as an invalid argument.
-fn parent<'a>(ctx: &'a Ctx) -> NvResult<&'a crate::world::GpuDef> {
+fn parent<'a>(ctx: &'a Ctx) -> NvResult<&'a crate::devices::GpuDef> {
     if ctx.dev()?.mig.is_some() {
         return Err(INVALID_ARGUMENT);
     }
@@ -133,7 +133,7 @@ fn instance_field(
     name: &'static str,
     device: nvmlDevice_t,
     id: *mut c_uint,
-    pick: fn(&crate::world::MigInstance) -> u32,
+    pick: fn(&crate::devices::MigInstance) -> u32,
 ) -> nvmlReturn_t {
     entry(name, Target::Device(device), |ctx| {
         // A full GPU handle is not a MIG device: INVALID_ARGUMENT, like real NVML.

@@ -5,10 +5,11 @@
 //! `nvmlInit*` and dropped by the matching last `nvmlShutdown`.
 
 use crate::activity::GpuActivity;
-use crate::events::EventSetState;
-use crate::gpm::GpmSampleRec;
+use crate::calls::base_name;
+use crate::devices::{GpuDef, MigInstance};
+use crate::handles::{EventSetState, GpmSampleRec};
 use crate::scenario::{CrashKind, Scenario};
-use crate::world::{GpuDef, MigInstance, World};
+use crate::world::World;
 use nvml_wrapper_sys::bindings::*;
 use std::collections::HashMap;
 use std::os::raw::{c_char, c_uint};
@@ -34,84 +35,6 @@ pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
 pub const SCENARIO_ENV: &str = "TESSERA_FAKE_NVML_SCENARIO";
 /// Unix time in µs at which the scenario clock starts (default: the process's first init).
 pub const EPOCH_ENV: &str = "TESSERA_FAKE_NVML_EPOCH_US";
-
-/// Every symbol the library exports; fault injection accepts these names
-/// (and their unversioned base names, e.g. `nvmlDeviceGetMemoryInfo`).
-pub const EXPORTED: &[&str] = &[
-    "nvmlInit_v2",
-    "nvmlInitWithFlags",
-    "nvmlShutdown",
-    "nvmlErrorString",
-    "nvmlSystemGetDriverVersion",
-    "nvmlSystemGetNVMLVersion",
-    "nvmlSystemGetCudaDriverVersion_v2",
-    "nvmlDeviceGetCount_v2",
-    "nvmlDeviceGetHandleByIndex_v2",
-    "nvmlDeviceGetHandleByUUID",
-    "nvmlDeviceGetIndex",
-    "nvmlDeviceGetMinorNumber",
-    "nvmlDeviceGetName",
-    "nvmlDeviceGetUUID",
-    "nvmlDeviceGetPciInfo_v3",
-    "nvmlDeviceGetMigMode",
-    "nvmlDeviceGetComputeMode",
-    "nvmlDeviceGetVirtualizationMode",
-    "nvmlDeviceGetMemoryInfo_v2",
-    "nvmlDeviceGetMemoryInfo",
-    "nvmlDeviceGetUtilizationRates",
-    "nvmlDeviceGetSamples",
-    "nvmlDeviceGetPowerUsage",
-    "nvmlDeviceGetEnforcedPowerLimit",
-    "nvmlDeviceGetTotalEnergyConsumption",
-    "nvmlDeviceGetTemperature",
-    "nvmlDeviceGetClockInfo",
-    "nvmlDeviceGetCurrentClocksEventReasons",
-    "nvmlDeviceGetCurrentClocksThrottleReasons",
-    "nvmlDeviceGetTotalEccErrors",
-    "nvmlDeviceGetEccMode",
-    "nvmlDeviceGetPcieReplayCounter",
-    "nvmlDeviceGetPcieThroughput",
-    "nvmlDeviceGetComputeRunningProcesses_v3",
-    "nvmlDeviceGetGraphicsRunningProcesses_v3",
-    "nvmlDeviceGetMPSComputeRunningProcesses_v3",
-    "nvmlDeviceGetProcessUtilization",
-    "nvmlDeviceGetSupportedEventTypes",
-    "nvmlDeviceRegisterEvents",
-    "nvmlEventSetCreate",
-    "nvmlEventSetWait_v2",
-    "nvmlEventSetFree",
-    "nvmlGpmQueryDeviceSupport",
-    "nvmlGpmSampleAlloc",
-    "nvmlGpmSampleFree",
-    "nvmlGpmSampleGet",
-    "nvmlGpmMigSampleGet",
-    "nvmlGpmMetricsGet",
-    "nvmlDeviceGetMaxMigDeviceCount",
-    "nvmlDeviceGetMigDeviceHandleByIndex",
-    "nvmlDeviceIsMigDeviceHandle",
-    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
-    "nvmlDeviceGetGpuInstanceId",
-    "nvmlDeviceGetComputeInstanceId",
-    "nvmlDeviceGetAttributes_v2",
-    "nvmlDeviceGetGpuInstanceProfileInfo",
-    "nvmlDeviceGetGpuInstanceProfileInfoV",
-];
-
-fn base_name(name: &str) -> &str {
-    if name == "nvmlInitWithFlags" {
-        return "nvmlInit";
-    }
-    for suffix in ["_v2", "_v3"] {
-        if let Some(b) = name.strip_suffix(suffix) {
-            return b;
-        }
-    }
-    name
-}
-
-pub fn is_known_call(name: &str) -> bool {
-    EXPORTED.iter().any(|e| *e == name || base_name(e) == name)
-}
 
 pub struct Runtime {
     pub world: Arc<World>,

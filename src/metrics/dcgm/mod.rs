@@ -565,5 +565,4 @@ pub fn encode(snap: &Snapshot, opts: &EncodeOptions) -> CompatExposition {
 }
 
 #[cfg(test)]
-#[path = "tests.rs"]
 mod tests;

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::model::compute::Activity;
 use crate::model::holding::PodRef;
 use crate::model::join::{join, JoinInputs};
+use crate::model::testkit;
 use crate::model::view::ProcessView;
 use crate::model::{
     GpmActivity, GpuSample, MemoryBytes, MigSample, NvmlSample, ProcessKind, ProcessSample,
@@ -22,16 +22,7 @@ fn base(sample: GpuSample) -> Snapshot {
     };
     join(JoinInputs {
         node: "node-1",
-        timestamp_seconds: 1.0,
-        nvml: &nvml,
-        collectors: vec![],
-        sample_duration_seconds: 0.0,
-        allocations: None,
-        cluster: None,
-        cgroups: &Default::default(),
-        resources: &Default::default(),
-        activity: &Default::default(),
-        previous: None,
+        ..testkit::inputs(&nvml)
     })
 }
 
@@ -72,28 +63,17 @@ fn holder(
     mib: u64,
 ) -> ContainerUse {
     ContainerUse {
-        pod: Arc::new(PodRef {
+        mig_uuid: mig.map(str::to_owned),
+        memory_used_bytes: mib * MIB_U,
+        sm_utilization: sm,
+        ..testkit::container_use(PodRef {
             namespace: ns.into(),
             pod: pod.into(),
             container: container.into(),
             workload_kind: "Pod".into(),
             workload: pod.into(),
             labels: vec![],
-        }),
-        mig_uuid: mig.map(str::to_owned),
-        sharing_mode: SharingMode::TimeSlicing,
-        allocations: vec![],
-        processes: 1,
-        memory_used_bytes: mib * MIB_U,
-        sm_utilization: sm,
-        busy_ratio: None,
-        busy_bounds: None,
-        busy_seconds: 0.0,
-        activity: Activity::Unknown,
-        idle_seconds: 0.0,
-        unknown_seconds: 0.0,
-        unallocated_use: false,
-        limits: Default::default(),
+        })
     }
 }
 
@@ -126,7 +106,7 @@ fn probed(mut s: Snapshot, pids: &[u32]) -> Snapshot {
     s
 }
 
-#[path = "tests_published.rs"]
+#[path = "published_tests.rs"]
 mod published;
 
 fn compat(s: &Snapshot) -> String {

@@ -419,17 +419,5 @@ fn memory_temperature(d: &Device<'static>) -> Result<f64, NvmlError> {
 const MEMORY_TEMP_FIELD: u32 = 82;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nvml_errors_become_short_reasons() {
-        assert_eq!(error_reason(&NvmlError::InUse), "in_use");
-        assert_eq!(error_reason(&NvmlError::NoPermission), "no_permission");
-        assert_eq!(error_reason(&NvmlError::NotSupported), "not_supported");
-        assert_eq!(
-            error_reason(&NvmlError::UnexpectedVariant(999)),
-            "unexpected_variant"
-        );
-    }
-}
+#[path = "device_tests.rs"]
+mod tests;

@@ -168,17 +168,5 @@ pub fn sample_instances(
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn profile_is_taken_from_the_mig_device_name() {
-        assert_eq!(
-            super::profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb"),
-            "1g.10gb"
-        );
-        assert_eq!(
-            super::profile_from_name("NVIDIA A100-SXM4-80GB MIG 1g.10gb+me"),
-            "1g.10gb+me"
-        );
-        assert_eq!(super::profile_from_name("NVIDIA H100"), "");
-    }
-}
+#[path = "mig_tests.rs"]
+mod tests;

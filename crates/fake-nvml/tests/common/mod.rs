@@ -60,7 +60,7 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// The symbol names the library promises, read from its source so the list
 /// cannot drift from what `nvmlInit` accepts in fault injection.
 pub fn exported_symbols() -> Vec<String> {
-    let src = include_str!("../../src/state.rs");
+    let src = include_str!("../../src/calls.rs");
     let start = src.find("pub const EXPORTED").expect("EXPORTED list");
     let end = start + src[start..].find("];").expect("end of EXPORTED");
     src[start..end]

@@ -1,0 +1,281 @@
+//! Time-sliced shares from the CUDA probes' millisecond timelines, and the evidence of each
+//! step (`ProbeStages`, shown in `/debug/attribution`), so that a reading that misses can be
+//! traced to the step that lost the time.
+//!
+//! A time-sliced GPU runs one context at a time. A millisecond only one process's kernels
+//! covered is wholly its own. Where several covered it:
+//!
+//! * if their spans add up to no more than the millisecond, nothing shows that they overlap:
+//!   a kernel's span starts when it starts executing, so a kernel shorter than a time slice
+//!   runs inside its own slice and its span is its own time. Each keeps its span. (Splitting
+//!   these by solo estimates lost the estimates' error every time: the short, light tenants
+//!   of an inference service read 20–26 % low on the H100, docs/validation.md);
+//! * past the millisecond, spans overlap: a kernel was stretched over another's slice. Each
+//!   process gets what its kernels' solo durations explain, scaled to fit when they add up
+//!   past the millisecond. The rest went to switching and is nobody's.
+//!
+//! A kernel longer than a slice is the one case the timelines cannot settle. Its span covers
+//! whole milliseconds while other tenants' kernels run inside them, and between those kernels it
+//! holds the context switches and the slices others kept without running a kernel, which no
+//! record shows. Its solo estimate cannot help: such a kernel never ran unstretched (on the
+//! H100 a 16384² matmul beside three eager tenants ran 18.5–23.2 ms against 11.2 ms alone, and
+//! read +4 to +9 points by any split tried, docs/validation.md). A process whose spans held
+//! others' kernels in [`HELD_SHARE`] or more of its covered time is marked
+//! ([`Held::outlasts_slices`]) and its share is withheld, not guessed, whether or not the
+//! timelines could split the device. Under MPS kernels run side by side and nothing is held:
+//! see [`timeline_shares`].
+//!
+//! For a probe that traced the whole window, the timeline gives the *fraction* of its span time
+//! that was its own; the amount comes from its span total over the activity window
+//! (`ProbeReading::busy_ratio`). The timeline is read 2 s behind each probe's clock, and a
+//! probe hands its records over only once its CUPTI buffer holds no kernel still running: a
+//! record later than that leaves the window's last milliseconds short, which once cost a busy
+//! tenant beside a process that launched nothing 4 points. A fraction survives a short tail; a
+//! sum does not. A probe tracing in duty cycles has no span total of the window, only its
+//! traced milliseconds: its share is its own time over the milliseconds every tenant traced
+//! (measured on the H100, multiplying two samples of different milliseconds moved four
+//! CUDA-graph tenants by ±4 points against the timeline alone).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+/// One process's kernel timeline from the probe over the trailing window, per millisecond
+/// of the probes' shared clock. Every process's timeline covers the same instants.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProbeTimeline {
+    /// Fraction of each millisecond covered by the process's kernel spans.
+    pub covered: Vec<f64>,
+    /// Of that, what the kernels' solo durations explain (the rest is waiting on others).
+    pub solo: Vec<f64>,
+    /// Whether the probe traced each millisecond; `covered` and `solo` mean nothing where not.
+    pub traced: Vec<bool>,
+}
+
+/// Fewer milliseconds traced by every tenant than this, and the timelines say too little.
+pub const MIN_COMMON_TRACED_MS: usize = 50;
+/// Fewer covered milliseconds than this in a process's timeline and its own fraction is not
+/// read from it: its span total stands as it is (the device's figure still caps the sum).
+const MIN_COVERED_MS: f64 = 5.0;
+
+/// A millisecond a process's spans cover at least this much of is wholly inside its kernels:
+/// another tenant's kernel in it ran while the process's kernel was stretched around it.
+const WHOLE_MS: f64 = 0.99;
+/// A process whose spans held other tenants' kernels for this share of its covered time or more
+/// has its share withheld: the switching inside those spans is unknown and, measured on the
+/// H100 (0.1–0.2 ms per interruption of a 12-ms matmul), exceeds the 10 % a share must be
+/// right to. Tenants of short kernels stay far below: CUDA-graph tenants under contention had
+/// spans past a millisecond in at most 0.1 % of theirs; by the record log, a micro-kernel tenant
+/// beside that matmul held others in 0.6 % of its covered time, the matmul in 36 %.
+pub const HELD_SHARE: f64 = 0.10;
+/// Fewer whole milliseconds held than this and the mark says too little.
+const MIN_HELD_MS: f64 = 5.0;
+
+/// What each step of the time-sliced split gave one process, as ratios of the window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ProbeStages {
+    /// The union of its kernel spans over the activity window (the probe's totals).
+    pub spans: f64,
+    /// The same union as its timeline shows it, over the milliseconds every tenant traced.
+    pub timeline_covered: f64,
+    /// Of that, what its kernels' solo durations explain.
+    pub timeline_solo: f64,
+    /// Covered milliseconds another tenant covered too, as a fraction of its covered ones.
+    pub contended: f64,
+    /// Its own time by the timeline, every contended millisecond split by solo durations
+    /// (the rule before this one; kept to compare).
+    pub own_by_solo: f64,
+    /// Its own time by the timeline, as the split now takes it.
+    pub own: f64,
+    /// `spans` × (`own` / `timeline_covered`), or `own` from a probe tracing in duty cycles:
+    /// the share before the device's cap.
+    pub share: f64,
+    /// Of its covered time (in milliseconds another tenant traced too), the part in
+    /// milliseconds its spans covered whole while another tenant's kernels ran in them: its
+    /// kernels outlast a time slice there ([`held_by_others`]).
+    pub holds_others: f64,
+    /// Those milliseconds, counted.
+    pub held_ms: f64,
+}
+
+/// How much of a process's covered time its spans held other tenants' kernels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Held {
+    /// Of its covered time in milliseconds another tenant traced too, the part in milliseconds
+    /// its spans covered whole while that tenant's kernels ran in them.
+    pub share: f64,
+    /// Those milliseconds, counted.
+    pub ms: f64,
+}
+
+impl Held {
+    /// Whether its kernels outlast time slices often enough that its span total holds other
+    /// tenants' slices and the switches between them, which no record measures: its share
+    /// is not knowable from the probes.
+    pub fn outlasts_slices(&self) -> bool {
+        self.ms >= MIN_HELD_MS && self.share >= HELD_SHARE
+    }
+}
+
+/// The timelines of `probed`, in its order, when every process has one and all are of one
+/// length: only then do they stand side by side.
+pub fn aligned<'a>(
+    probed: &[(u32, f64)],
+    timelines: &'a HashMap<u32, ProbeTimeline>,
+) -> Option<Vec<&'a ProbeTimeline>> {
+    let lines: Vec<&ProbeTimeline> = probed
+        .iter()
+        .map(|(pid, _)| timelines.get(pid))
+        .collect::<Option<_>>()?;
+    let len = lines.first()?.covered.len();
+    let whole =
+        |l: &&ProbeTimeline| l.covered.len() == len && l.solo.len() == len && l.traced.len() == len;
+    (len > 0 && lines.iter().all(whole)).then_some(lines)
+}
+
+/// For each timeline, what its spans held of other tenants' kernels. Read over every
+/// millisecond the process traced beside at least one other tenant that traced it, not only
+/// those every tenant traced: probes in duty cycles of a few per cent leave too few of those
+/// to split by (six tenants on the H100: 6 of 7 windows), and a kernel that outlasts time
+/// slices must be withheld there too, where the spans are all there is.
+pub fn held_by_others(lines: &[&ProbeTimeline]) -> Vec<Held> {
+    let len = lines.iter().map(|l| l.covered.len()).min().unwrap_or(0);
+    let mut out = vec![Held::default(); lines.len()];
+    let mut seen = vec![0.0; lines.len()];
+    for k in 0..len {
+        let traced: Vec<usize> = (0..lines.len())
+            .filter(|i| lines[*i].traced.get(k) == Some(&true))
+            .collect();
+        if traced.len() < 2 {
+            continue;
+        }
+        for &i in &traced {
+            let c = lines[i].covered[k];
+            if c <= 0.0 {
+                continue;
+            }
+            seen[i] += c;
+            let others_ran = traced.iter().any(|&j| j != i && lines[j].covered[k] > 0.0);
+            if c >= WHOLE_MS && others_ran {
+                out[i].share += c;
+                out[i].ms += 1.0;
+            }
+        }
+    }
+    for (h, seen) in out.iter_mut().zip(seen) {
+        h.share = if seen > 0.0 { h.share / seen } else { 0.0 };
+    }
+    out
+}
+
+/// Each process's share before the device's cap, with the stages behind it; `lines` are
+/// `probed`'s timelines ([`aligned`]) and `held` what [`held_by_others`] read of them. `None`
+/// unless enough milliseconds were traced by every process.
+///
+/// `side_by_side`: the device runs several processes' kernels at once (MPS). A millisecond
+/// another process's kernels ran in too is not split: each process's kernels shared the SMs
+/// and ran longer than alone, so each counts what its kernels' solo durations explain, which
+/// is the GPU time its work took. Measured on the H100 (docs/validation.md, run 5), spans
+/// under MPS read up to 5.3 points above the tenants' kernel time, solo durations −2.7 to +1.8.
+pub fn timeline_shares(
+    probed: &[(u32, f64)],
+    lines: &[&ProbeTimeline],
+    sampled: &[u32],
+    held: &[Held],
+    side_by_side: bool,
+) -> Option<Vec<(u32, ProbeStages)>> {
+    let len = lines.first()?.covered.len();
+    let n = lines.len();
+    let (mut covered, mut solo, mut own, mut own_by_solo) =
+        (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+    let (mut covered_ms, mut contended_ms) = (vec![0.0; n], vec![0.0; n]);
+    let mut common = 0usize;
+    // Only milliseconds every tenant traced can be split: probes tracing in duty cycles share
+    // their slots (the schedule nests), and the shares are over those milliseconds.
+    for k in (0..len).filter(|k| lines.iter().all(|l| l.traced[*k])) {
+        common += 1;
+        let cov_sum: f64 = lines.iter().map(|l| l.covered[k]).sum();
+        let solo_sum: f64 = lines.iter().map(|l| l.solo[k]).sum();
+        for (i, l) in lines.iter().enumerate() {
+            let c = l.covered[k];
+            if c <= 0.0 {
+                continue;
+            }
+            covered[i] += c;
+            solo[i] += l.solo[k];
+            covered_ms[i] += 1.0;
+            let by_solo = l.solo[k] / solo_sum.max(1.0);
+            if cov_sum - c > 0.0 {
+                contended_ms[i] += 1.0;
+                own_by_solo[i] += by_solo;
+                own[i] += if side_by_side {
+                    l.solo[k].min(c)
+                } else if cov_sum <= 1.0 {
+                    c
+                } else {
+                    by_solo
+                };
+            } else {
+                own_by_solo[i] += c;
+                own[i] += c;
+            }
+        }
+    }
+    if common < MIN_COMMON_TRACED_MS {
+        return None;
+    }
+    let per = |v: f64| (v / common as f64).clamp(0.0, 1.0);
+    Some(
+        probed
+            .iter()
+            .enumerate()
+            .map(|(i, (pid, spans))| {
+                let fraction = if covered_ms[i] >= MIN_COVERED_MS {
+                    (own[i] / covered[i]).clamp(0.0, 1.0)
+                } else {
+                    1.0
+                };
+                let stages = ProbeStages {
+                    spans: *spans,
+                    timeline_covered: per(covered[i]),
+                    timeline_solo: per(solo[i]),
+                    contended: if covered_ms[i] > 0.0 {
+                        contended_ms[i] / covered_ms[i]
+                    } else {
+                        0.0
+                    },
+                    own_by_solo: per(own_by_solo[i]),
+                    own: per(own[i]),
+                    share: if sampled.contains(pid) {
+                        per(own[i])
+                    } else {
+                        (spans * fraction).clamp(0.0, 1.0)
+                    },
+                    holds_others: held.get(i).map_or(0.0, |h| h.share),
+                    held_ms: held.get(i).map_or(0.0, |h| h.ms),
+                };
+                (*pid, stages)
+            })
+            .collect(),
+    )
+}
+
+/// Why some shares were withheld for kernels that outlast time slices, if any were.
+pub fn outlasting_why<'a>(held: impl IntoIterator<Item = (&'a u32, &'a Held)>) -> Option<String> {
+    let held: Vec<String> = held
+        .into_iter()
+        .filter(|(_, h)| h.outlasts_slices())
+        .map(|(pid, h)| format!("pid {pid} {:.0} %", h.share * 100.0))
+        .collect();
+    (!held.is_empty()).then(|| {
+        format!(
+            "withheld where kernels outlast time slices and held other tenants' kernels ({} of \
+             its covered time): such spans hold switches no record measures",
+            held.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+#[path = "timeslice_tests.rs"]
+mod tests;

@@ -1,0 +1,45 @@
+use super::*;
+
+#[test]
+fn carried_counts_never_go_backwards_across_deaths() {
+    let mut c = CarriedCounts::<&str>::default();
+    c.update(BTreeMap::from([("memory_info", 3)]));
+    assert_eq!(c.totals()["memory_info"], 3);
+    c.worker_died();
+    c.update(BTreeMap::from([("memory_info", 1), ("power_usage", 2)]));
+    assert_eq!(c.totals()["memory_info"], 4);
+    assert_eq!(c.totals()["power_usage"], 2);
+    c.worker_died();
+    c.worker_died();
+    assert_eq!(c.totals()["memory_info"], 4);
+}
+
+#[test]
+fn interned_names_are_shared_and_bounded() {
+    let a = intern("gpm_sample");
+    let b = intern(&String::from("gpm_sample"));
+    assert!(std::ptr::eq(a, b));
+}
+
+#[test]
+fn messages_round_trip_as_one_line() {
+    let m = Message::Gpu {
+        sample: Box::new(GpuSample {
+            index: 1,
+            uuid: "GPU-x\n\"y".into(),
+            up: true,
+            ..Default::default()
+        }),
+        errors: BTreeMap::from([("power_usage".into(), 2)]),
+        failed: false,
+    };
+    let line = serde_json::to_string(&m).expect("serializes");
+    assert!(!line.contains('\n'));
+    match serde_json::from_str::<Message>(&line).expect("parses") {
+        Message::Gpu { sample, errors, .. } => {
+            assert_eq!(sample.uuid, "GPU-x\n\"y");
+            assert_eq!(errors["power_usage"], 2);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
