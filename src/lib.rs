@@ -3,6 +3,7 @@
 //! immutable snapshot, and scrapes copy its bytes.
 
 pub mod advise;
+pub mod app;
 pub mod config;
 pub mod demo;
 pub mod fakes;

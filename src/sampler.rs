@@ -220,13 +220,13 @@ impl Sampler {
                 .feeds
                 .probe
                 .as_ref()
-                .map(|b| b.readings(&pids, self.cfg.activity_window, now))
+                .map(|b| b.readings(&pids, now))
                 .unwrap_or_default(),
             probe_timelines: self
                 .feeds
                 .probe
                 .as_ref()
-                .map(|b| b.timelines(&pids, self.cfg.activity_window, now))
+                .map(|b| b.timelines(&pids, now))
                 .unwrap_or_default(),
             window_seconds: self.cfg.activity_window.as_secs_f64(),
         };

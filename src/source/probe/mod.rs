@@ -156,6 +156,8 @@ struct PidReports {
 #[derive(Debug, Clone)]
 pub struct ProbeBook {
     inner: Arc<Mutex<HashMap<u32, PidReports>>>,
+    /// The trailing window every reading and timeline is taken over (`--activity.window`).
+    window: Duration,
     /// Buckets kept per process: the activity window, the lag and a second to spare.
     keep_buckets: usize,
     /// Processes whose probes should have kernel records on, and when their device was last
@@ -166,18 +168,13 @@ pub struct ProbeBook {
     records_changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
-impl Default for ProbeBook {
-    fn default() -> Self {
-        ProbeBook::new(Duration::from_secs(5))
-    }
-}
-
 impl ProbeBook {
-    /// A book that can answer for trailing windows up to `window`.
+    /// A book that answers over the trailing `window`.
     pub fn new(window: Duration) -> Self {
         let keep = window + TIMELINE_LAG + Duration::from_secs(2);
         ProbeBook {
             inner: Arc::default(),
+            window,
             keep_buckets: (keep.as_nanos() / u128::from(BUCKET_NS)) as usize,
             records: Arc::default(),
             records_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
@@ -271,13 +268,9 @@ impl ProbeBook {
         }
     }
 
-    /// Readings over the trailing `window` for the PIDs asked for; drops stale processes.
-    pub fn readings(
-        &self,
-        pids: &[u32],
-        window: Duration,
-        now: Instant,
-    ) -> HashMap<u32, ProbeReading> {
+    /// Readings over the trailing window for the PIDs asked for; drops stale processes.
+    pub fn readings(&self, pids: &[u32], now: Instant) -> HashMap<u32, ProbeReading> {
+        let window = self.window;
         let Ok(mut map) = self.inner.lock() else {
             return HashMap::new();
         };
@@ -326,15 +319,11 @@ impl ProbeBook {
             .collect()
     }
 
-    /// Each asked-for process's kernel timeline over the trailing `window`, ending
+    /// Each asked-for process's kernel timeline over the trailing window, ending
     /// `TIMELINE_LAG` ago by the probes' shared clock. Every process places the window by its
     /// own latest report, so one that misstates its clock misplaces only its own timeline.
-    pub fn timelines(
-        &self,
-        pids: &[u32],
-        window: Duration,
-        now: Instant,
-    ) -> HashMap<u32, ProbeTimeline> {
+    pub fn timelines(&self, pids: &[u32], now: Instant) -> HashMap<u32, ProbeTimeline> {
+        let window = self.window;
         let Ok(map) = self.inner.lock() else {
             return HashMap::new();
         };
@@ -399,13 +388,13 @@ mod tests {
 
     #[test]
     fn busy_ratio_over_the_window_and_a_reused_pid_restarts() {
-        let book = ProbeBook::default();
+        let book = ProbeBook::new(Duration::from_secs(5));
         let t0 = Instant::now();
         for s in 0..=6u64 {
             book.record(7, &frame(400 * s, 10 * s), t0 + Duration::from_secs(s));
         }
         let now = t0 + Duration::from_secs(6);
-        let r = book.readings(&[7, 8], Duration::from_secs(5), now);
+        let r = book.readings(&[7, 8], now);
         assert_eq!(r.len(), 1, "pid 8 never reported");
         let r7 = r[&7];
         assert!((r7.busy_ratio.unwrap() - 0.4).abs() < 1e-9);
@@ -413,26 +402,23 @@ mod tests {
         assert_eq!(r7.window_kernels, Some(50), "reports 1 s ..= 6 s");
         // A smaller counter: history is dropped, no ratio until a second report.
         book.record(7, &frame(10, 1), now + Duration::from_secs(1));
-        let r = book.readings(&[7], Duration::from_secs(5), now + Duration::from_secs(1));
+        let r = book.readings(&[7], now + Duration::from_secs(1));
         assert_eq!(r[&7].busy_ratio, None);
         // Silent for longer than the window: no ratio; longer still: forgotten.
         let later = now + Duration::from_secs(40);
-        assert!(book
-            .readings(&[7], Duration::from_secs(5), later)
-            .is_empty());
+        assert!(book.readings(&[7], later).is_empty());
     }
 
     #[test]
     fn lost_records_withhold_the_ratio_until_the_window_is_clean() {
-        let book = ProbeBook::default();
+        let book = ProbeBook::new(Duration::from_secs(5));
         let t0 = Instant::now();
         for s in 0..=3u64 {
             let mut f = frame(400 * s, 10 * s);
             f.dropped = if s >= 2 { 5 } else { 0 };
             book.record(7, &f, t0 + Duration::from_secs(s));
         }
-        let w = Duration::from_secs(5);
-        let r = book.readings(&[7], w, t0 + Duration::from_secs(3));
+        let r = book.readings(&[7], t0 + Duration::from_secs(3));
         assert_eq!(
             r[&7].busy_ratio, None,
             "records were lost inside the window"
@@ -443,13 +429,13 @@ mod tests {
             f.dropped = 5;
             book.record(7, &f, t0 + Duration::from_secs(s));
         }
-        let r = book.readings(&[7], w, t0 + Duration::from_secs(9));
+        let r = book.readings(&[7], t0 + Duration::from_secs(9));
         assert!((r[&7].busy_ratio.unwrap() - 0.4).abs() < 1e-9);
     }
 
     #[test]
     fn records_go_on_when_shared_and_off_only_after_a_minute_unshared() {
-        let book = ProbeBook::default();
+        let book = ProbeBook::new(Duration::from_secs(5));
         let mut woken = book.watch_records();
         let t0 = Instant::now();
         let set = |pids: &[u32]| {
@@ -482,7 +468,7 @@ mod tests {
 
     #[test]
     fn a_ratio_starts_when_records_go_on_not_before() {
-        let book = ProbeBook::default();
+        let book = ProbeBook::new(Duration::from_secs(5));
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         // Alone: records off, reported as off, for 4 s.
@@ -493,12 +479,11 @@ mod tests {
         }
         // On from 4 s, 500 ms of kernels a second over the traced time; no ratio until the
         // reports since then span most of the window.
-        let w = Duration::from_secs(5);
         for s in 4..=9u64 {
             let mut f = frame(500 * (s - 4), 10 * (s - 4));
             f.traced_ns = Some((s - 4) * 1_000_000_000);
             book.record(3, &f, at(s));
-            let r = book.readings(&[3], w, at(s))[&3];
+            let r = book.readings(&[3], at(s))[&3];
             if s < 8 {
                 assert_eq!(r.busy_ratio, None, "{s}: {r:?}");
             } else {
@@ -509,15 +494,13 @@ mod tests {
 
     #[test]
     fn a_disabled_probe_says_nothing() {
-        let book = ProbeBook::default();
+        let book = ProbeBook::new(Duration::from_secs(5));
         let t0 = Instant::now();
         book.record(3, &frame(0, 0), t0);
         let mut f = frame(500, 5);
         f.flags = FLAG_DISABLED;
         book.record(3, &f, t0 + Duration::from_secs(2));
-        assert!(book
-            .readings(&[3], Duration::from_secs(5), t0 + Duration::from_secs(2))
-            .is_empty());
+        assert!(book.readings(&[3], t0 + Duration::from_secs(2)).is_empty());
     }
 
     const MS: u64 = BUCKET_NS;
@@ -551,30 +534,27 @@ mod tests {
             &timeline_frame(10_000, 5_000, &[1000; 3_000], FLAG_FULL),
             t0,
         );
-        let w = Duration::from_secs(2);
-        let tl = book.timelines(&[1], w, t0);
+        let tl = book.timelines(&[1], t0);
         // The window ends 2 s behind the clock: buckets 6000..8000.
         let t = &tl[&1];
         assert_eq!(t.covered.len(), 2_000);
         assert!(t.covered.iter().all(|&c| c == 1.0));
         assert!(t.solo.iter().all(|&c| c == 0.5));
         // Half a second later by tessera's clock, the window has moved half a second on.
-        let t = &book.timelines(&[1], w, t0 + Duration::from_millis(500))[&1];
+        let t = &book.timelines(&[1], t0 + Duration::from_millis(500))[&1];
         assert_eq!(t.covered.iter().filter(|&&c| c == 1.0).count(), 1_500);
         // Without a recent report there is no timeline.
-        assert!(book
-            .timelines(&[1], w, t0 + Duration::from_secs(2))
-            .is_empty());
+        assert!(book.timelines(&[1], t0 + Duration::from_secs(2)).is_empty());
         // A process whose probe started inside the window has none either.
         let mut young = timeline_frame(10_000, 9_000, &[1000; 10], FLAG_FULL);
         young.complete_from = 7_000;
         book.record(2, &young, t0);
-        assert!(book.timelines(&[2], w, t0).is_empty());
+        assert!(book.timelines(&[2], t0).is_empty());
     }
 
     #[test]
     fn a_throttled_probe_is_read_over_its_traced_time_and_its_gaps_stay_unknown() {
-        let book = ProbeBook::new(Duration::from_secs(2));
+        let book = ProbeBook::new(Duration::from_secs(5));
         let t0 = Instant::now();
         // Reports 1 s apart: 100 ms traced each second, 40 ms of kernels in it.
         for s in 0..=5u64 {
@@ -582,19 +562,20 @@ mod tests {
             f.traced_ns = Some(100 * MS * s);
             book.record(4, &f, t0 + Duration::from_secs(s));
         }
-        let r = book.readings(&[4], Duration::from_secs(5), t0 + Duration::from_secs(5))[&4];
+        let r = book.readings(&[4], t0 + Duration::from_secs(5))[&4];
         assert!((r.busy_ratio.unwrap() - 0.4).abs() < 1e-9, "{r:?}");
         assert!((r.traced_share.unwrap() - 0.1).abs() < 1e-9, "{r:?}");
         // Too little traced time to say anything.
-        let book2 = ProbeBook::default();
+        let book2 = ProbeBook::new(Duration::from_secs(5));
         for s in 0..=2u64 {
             let mut f = frame(s, s);
             f.traced_ns = Some(10 * MS * s);
             book2.record(4, &f, t0 + Duration::from_secs(s));
         }
-        let r = book2.readings(&[4], Duration::from_secs(5), t0 + Duration::from_secs(2))[&4];
+        let r = book2.readings(&[4], t0 + Duration::from_secs(2))[&4];
         assert_eq!(r.busy_ratio, None);
         // A v3 timeline: untraced buckets, and buckets never sent, are not idle.
+        let book = ProbeBook::new(Duration::from_secs(2));
         let mut f = timeline_frame(10_000, 5_000, &[1000; 2_500], FLAG_FULL);
         f.traced_ns = Some(0);
         for (k, b) in f.buckets.iter_mut().enumerate() {
@@ -603,7 +584,7 @@ mod tests {
             }
         }
         book.record(5, &f, t0);
-        let t = &book.timelines(&[5], Duration::from_secs(2), t0)[&5];
+        let t = &book.timelines(&[5], t0)[&5];
         assert_eq!(t.traced.len(), 2_000);
         // 6000..7500 alternate traced/untraced; 7500..8000 were never sent.
         assert_eq!(t.traced.iter().filter(|&&x| x).count(), 750);
@@ -637,13 +618,13 @@ mod tests {
 
     #[test]
     fn a_frame_without_a_clock_or_before_a_full_one_gives_no_timeline() {
-        let book = ProbeBook::default();
+        let book = ProbeBook::new(Duration::from_secs(1));
         let t0 = Instant::now();
         // Incremental frame first (tessera missed the connection's start): ignored.
         book.record(1, &timeline_frame(10_000, 9_000, &[1000; 10], 0), t0);
-        assert!(book.timelines(&[1], Duration::from_secs(1), t0).is_empty());
+        assert!(book.timelines(&[1], t0).is_empty());
         // Version 1 frames carry no clock.
         book.record(2, &frame(5, 1), t0);
-        assert!(book.timelines(&[2], Duration::from_secs(1), t0).is_empty());
+        assert!(book.timelines(&[2], t0).is_empty());
     }
 }
