@@ -62,6 +62,10 @@ fn main() -> ExitCode {
         print!("{}", tessera::metrics::markdown_reference());
         return ExitCode::SUCCESS;
     }
+    if cli.print_config_doc {
+        print!("{}", tessera::config::markdown_reference());
+        return ExitCode::SUCCESS;
+    }
     let settings = match Settings::resolve(&cli) {
         Ok(s) => s,
         Err(errors) => {

@@ -5,7 +5,6 @@
 mod demo;
 mod sources;
 
-use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -54,7 +53,7 @@ type LoadedWeb = Option<(PathBuf, WebConfig)>;
 
 /// Builds the exporter from `settings` and serves until SIGINT or SIGTERM.
 pub fn run(settings: Settings) -> Result<(), AppError> {
-    init_tracing(&settings);
+    crate::log::init(settings.log_level, settings.log_format);
     // Read before the runtime starts (blocking I/O); a bad file stops startup like a bad flag.
     let web = match &settings.web_config_file {
         Some(path) => Some((path.clone(), crate::web::load(path)?)),
@@ -76,18 +75,6 @@ pub fn run(settings: Settings) -> Result<(), AppError> {
         .build()
         .map_err(|e| AppError::Failed(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(serve(settings, demo_node, web, source))
-}
-
-fn init_tracing(s: &Settings) {
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(s.log_level)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal: not in kubectl logs, files or CI.
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
-    match s.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
 }
 
 fn nvml_options(s: &Settings) -> NvmlOptions {

@@ -13,6 +13,7 @@
 //! records on only while they buy something (`model::records`). The sampler decides
 //! (`ProbeBook::set_shared`); each connection's writer task sends.
 
+mod options;
 mod socket;
 
 use std::collections::{HashMap, VecDeque};
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::compute::{ProbeReading, ProbeTimeline};
 
+pub use options::ProbeArgs;
 pub use socket::{spawn_receiver, ProbeSocketError};
 pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, UNTRACED};
 
