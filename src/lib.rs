@@ -3,12 +3,15 @@
 //! immutable snapshot, and scrapes copy its bytes.
 
 pub mod advise;
+pub mod app;
 pub mod config;
 pub mod demo;
 pub mod fakes;
 pub mod install;
+pub mod log;
 pub mod metrics;
 pub mod model;
+pub mod options;
 pub mod sampler;
 pub mod server;
 pub mod source;

@@ -18,6 +18,7 @@ use crate::model::device_id::ResourceMatcher;
 use crate::model::join::{join, JoinInputs};
 use crate::model::records;
 use crate::model::{CollectorStatus, NvmlSample, Snapshot};
+use crate::options::{parse_duration, parse_positive_duration, Resolver};
 use crate::source::cgroup::{read_process_cgroup, CgroupError, CgroupIdentity};
 use crate::source::cpu::CpuTracker;
 use crate::source::kube::ClusterView;
@@ -52,6 +53,44 @@ pub struct SamplerConfig {
     pub resources: ResourceMatcher,
     /// Trailing window over which CPU time and probe busy time are compared.
     pub activity_window: Duration,
+}
+
+/// The sampler's flags: its cadence and the trailing window activity is measured over.
+#[derive(Debug, Default, clap::Args)]
+pub struct SampleArgs {
+    /// How often to sample NVML and rebuild the snapshot [default: 1s].
+    #[arg(long = "sample.interval", env = "TESSERA_SAMPLE_INTERVAL")]
+    pub sample_interval: Option<String>,
+    /// Trailing window over which process CPU time and probe busy time are measured [default: 5s].
+    #[arg(long = "activity.window", env = "TESSERA_ACTIVITY_WINDOW")]
+    pub activity_window: Option<String>,
+}
+
+impl SampleArgs {
+    pub fn interval(&self, r: &mut Resolver) -> Duration {
+        r.get(
+            "sample.interval",
+            &self.sample_interval,
+            Duration::from_secs(1),
+            parse_positive_duration,
+        )
+    }
+
+    pub fn activity_window(&self, r: &mut Resolver) -> Duration {
+        r.get(
+            "activity.window",
+            &self.activity_window,
+            Duration::from_secs(5),
+            |s| {
+                let d = parse_duration(s)?;
+                if d < Duration::from_secs(2) {
+                    Err("must be at least 2s: CPU time is counted in 10 ms ticks".into())
+                } else {
+                    Ok(d)
+                }
+            },
+        )
+    }
 }
 
 /// The asynchronous sources, read without blocking at each cycle.
@@ -220,13 +259,13 @@ impl Sampler {
                 .feeds
                 .probe
                 .as_ref()
-                .map(|b| b.readings(&pids, self.cfg.activity_window, now))
+                .map(|b| b.readings(&pids, now))
                 .unwrap_or_default(),
             probe_timelines: self
                 .feeds
                 .probe
                 .as_ref()
-                .map(|b| b.timelines(&pids, self.cfg.activity_window, now))
+                .map(|b| b.timelines(&pids, now))
                 .unwrap_or_default(),
             window_seconds: self.cfg.activity_window.as_secs_f64(),
         };

@@ -245,3 +245,64 @@ fn a_typo_never_suggests_a_hidden_flag() {
     let text = err(&["--web.enable-debu"]);
     assert!(text.contains("--web.enable-debug"), "{text}");
 }
+
+/// Each visible flag of `--help`, with the default its help names, if any.
+fn declared_flags() -> Vec<(String, Option<String>)> {
+    use clap::CommandFactory;
+    Cli::command()
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| {
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let default = help
+                .trim_end_matches('.')
+                .rsplit_once(" [default: ")
+                .and_then(|(_, d)| d.strip_suffix(']'))
+                .map(str::to_owned);
+            Some((a.get_long()?.to_owned(), default))
+        })
+        .collect()
+}
+
+#[test]
+fn the_default_a_flag_declares_is_the_one_it_resolves_to() {
+    let bare = format!(
+        "{:?}",
+        Settings::resolve(&cli(&["--kube.node-name=n1"])).unwrap()
+    );
+    let mut checked = 0;
+    for (flag, default) in declared_flags() {
+        // Prose ("$NODE_NAME, else the hostname", "none") is not a value to pass.
+        let Some(default) = default.filter(|d| !d.contains(' ') && d != "none" && d != "off")
+        else {
+            continue;
+        };
+        let given = format!("--{flag}={default}");
+        let resolved = Settings::resolve(&cli(&["--kube.node-name=n1", &given]))
+            .unwrap_or_else(|e| panic!("{given}: {e:?}"));
+        assert_eq!(format!("{resolved:?}"), bare, "{given} is not the default");
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} defaults checked");
+}
+
+#[test]
+fn every_declared_flag_is_a_key_of_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.yaml");
+    for (flag, _) in declared_flags() {
+        if flag == "config.file" || flag == "demo" {
+            continue;
+        }
+        std::fs::write(&path, format!("{flag}: \"x\"\n")).unwrap();
+        let errors = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()]))
+            .err()
+            .unwrap_or_default();
+        assert!(
+            !errors
+                .iter()
+                .any(|e| matches!(e, ConfigError::UnknownKey { .. })),
+            "{flag}: {errors:?}"
+        );
+    }
+}

@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod cpu;
 pub mod dra;
 pub mod fleet;
+mod options;
 pub mod plan;
 pub mod probe;
 pub mod repeat;
@@ -15,6 +16,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+pub use options::DemoArgs;
 
 use crate::fakes::apiserver::{FakeApiServer, FakeCluster};
 use crate::fakes::kubelet::FakeKubelet;
@@ -175,12 +178,25 @@ pub fn prepare(library: Option<&Path>, fleet_index: Option<u32>) -> Result<DemoN
     })
 }
 
+impl DemoNode {
+    /// Where the demo kubelet listens: known before it starts, so the settings can name it.
+    pub fn kubelet_socket(&self) -> PathBuf {
+        self.dir.path().join("kubelet.sock")
+    }
+}
+
 /// The demo's kubelet (a gRPC server on a socket in the demo's temp dir) and API server
 /// (loopback HTTP), serving the pods of [`plan::demo_pods`] and GPU 8's DRA claim ([`dra`]).
 pub struct DemoServices {
     pub kubelet: FakeKubelet,
     pub api: FakeApiServer,
-    pub socket: PathBuf,
+}
+
+impl DemoServices {
+    pub async fn stop(self) {
+        self.api.stop();
+        self.kubelet.stop().await;
+    }
 }
 
 pub async fn start_services(
@@ -199,8 +215,11 @@ pub async fn start_services(
         pods.extend(dra.pods);
     }
     cluster::write_cgroups(&pods, &node.procfs)?;
-    let socket = node.dir.path().join("kubelet.sock");
-    let kubelet = FakeKubelet::start(&socket, cluster::kubelet_state(&pods, allocatable)).await?;
+    let kubelet = FakeKubelet::start(
+        &node.kubelet_socket(),
+        cluster::kubelet_state(&pods, allocatable),
+    )
+    .await?;
     let labels = BTreeMap::from(
         [
             ("nvidia.com/gpu.present", "true"),
@@ -218,11 +237,7 @@ pub async fn start_services(
         ..Default::default()
     })
     .await?;
-    Ok(DemoServices {
-        kubelet,
-        api,
-        socket,
-    })
+    Ok(DemoServices { kubelet, api })
 }
 
 #[cfg(test)]

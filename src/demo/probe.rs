@@ -94,15 +94,11 @@ mod tests {
     #[test]
     fn the_sampled_client_reads_its_rate_over_its_traced_eighth() {
         let scenario = "phases:\n  - at_ms: 0\n    processes: [{ pid: 45061, sm_util: 20 }, { pid: 45063, sm_util: 40 }]\n";
-        let book = ProbeBook::default();
+        let book = ProbeBook::new(Duration::from_secs(2));
         let feed = start(scenario, &[45061, SAMPLED_PID], book.clone()).unwrap();
         std::thread::sleep(Duration::from_millis(2_300));
         // A 2 s window: its ratios need reports spanning a second.
-        let r = book.readings(
-            &[45061, SAMPLED_PID],
-            Duration::from_secs(2),
-            Instant::now(),
-        );
+        let r = book.readings(&[45061, SAMPLED_PID], Instant::now());
         drop(feed);
         let (full, sampled) = (r[&45061], r[&SAMPLED_PID]);
         assert_eq!(full.traced_share, None);

@@ -2,9 +2,11 @@
 
 pub mod dcgm;
 mod encode;
+mod options;
 pub mod table;
 
 pub use encode::{encode, EncodeOptions, Exposition};
+pub use options::MetricsArgs;
 pub use table::Detail;
 
 /// The Content-Type of what [`encode`] writes (prometheus-client writes OpenMetrics only).

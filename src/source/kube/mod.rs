@@ -7,6 +7,7 @@
 
 mod claims;
 mod node;
+mod options;
 mod pods;
 mod slices;
 
@@ -29,6 +30,8 @@ use tokio::task::JoinHandle;
 
 use crate::model::dra_claim::{DraClaim, DraDevice};
 use crate::source::SourceState;
+
+pub use options::KubeArgs;
 
 pub use crate::model::cluster::{
     ClusterView, ContainerMeta, NodeSharing, PodMeta, SharingStrategy,

@@ -10,6 +10,7 @@ mod gate;
 pub mod isolate;
 mod ledger;
 mod mig;
+mod options;
 mod process;
 mod utilization;
 mod worker;
@@ -27,6 +28,7 @@ use crate::model::{GpuSample, NvmlSample};
 pub use device::clock_event_reasons;
 pub use events::XidWatcher;
 use ledger::CallLedger;
+pub use options::NvmlArgs;
 pub use process::read_samples as read_process_utilization;
 
 static NVML: OnceLock<Nvml> = OnceLock::new();

@@ -7,6 +7,7 @@
 
 mod client;
 mod convert;
+mod options;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub use convert::{
     Allocatable, AllocatableDevice, Allocations, ContainerAllocation, DynamicDevice,
     ResourceDevices, MAX_ALLOCATABLE, MAX_CONTAINERS, MAX_FIELD_LEN,
 };
+pub use options::KubeletArgs;
 
 /// Code generated from `proto/podresources/v1/api.proto`; crate-private so proto types never
 /// reach the model.

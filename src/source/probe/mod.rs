@@ -13,6 +13,7 @@
 //! records on only while they buy something (`model::records`). The sampler decides
 //! (`ProbeBook::set_shared`); each connection's writer task sends.
 
+mod options;
 mod socket;
 
 use std::collections::{HashMap, VecDeque};
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::compute::{ProbeReading, ProbeTimeline};
 
+pub use options::ProbeArgs;
 pub use socket::{spawn_receiver, ProbeSocketError};
 pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, UNTRACED};
 
@@ -156,6 +158,8 @@ struct PidReports {
 #[derive(Debug, Clone)]
 pub struct ProbeBook {
     inner: Arc<Mutex<HashMap<u32, PidReports>>>,
+    /// The trailing window every reading and timeline is taken over (`--activity.window`).
+    window: Duration,
     /// Buckets kept per process: the activity window, the lag and a second to spare.
     keep_buckets: usize,
     /// Processes whose probes should have kernel records on, and when their device was last
@@ -166,18 +170,13 @@ pub struct ProbeBook {
     records_changed: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
-impl Default for ProbeBook {
-    fn default() -> Self {
-        ProbeBook::new(Duration::from_secs(5))
-    }
-}
-
 impl ProbeBook {
-    /// A book that can answer for trailing windows up to `window`.
+    /// A book that answers over the trailing `window`.
     pub fn new(window: Duration) -> Self {
         let keep = window + TIMELINE_LAG + Duration::from_secs(2);
         ProbeBook {
             inner: Arc::default(),
+            window,
             keep_buckets: (keep.as_nanos() / u128::from(BUCKET_NS)) as usize,
             records: Arc::default(),
             records_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
@@ -271,13 +270,9 @@ impl ProbeBook {
         }
     }
 
-    /// Readings over the trailing `window` for the PIDs asked for; drops stale processes.
-    pub fn readings(
-        &self,
-        pids: &[u32],
-        window: Duration,
-        now: Instant,
-    ) -> HashMap<u32, ProbeReading> {
+    /// Readings over the trailing window for the PIDs asked for; drops stale processes.
+    pub fn readings(&self, pids: &[u32], now: Instant) -> HashMap<u32, ProbeReading> {
+        let window = self.window;
         let Ok(mut map) = self.inner.lock() else {
             return HashMap::new();
         };
@@ -326,15 +321,11 @@ impl ProbeBook {
             .collect()
     }
 
-    /// Each asked-for process's kernel timeline over the trailing `window`, ending
+    /// Each asked-for process's kernel timeline over the trailing window, ending
     /// `TIMELINE_LAG` ago by the probes' shared clock. Every process places the window by its
     /// own latest report, so one that misstates its clock misplaces only its own timeline.
-    pub fn timelines(
-        &self,
-        pids: &[u32],
-        window: Duration,
-        now: Instant,
-    ) -> HashMap<u32, ProbeTimeline> {
+    pub fn timelines(&self, pids: &[u32], now: Instant) -> HashMap<u32, ProbeTimeline> {
+        let window = self.window;
         let Ok(map) = self.inner.lock() else {
             return HashMap::new();
         };

@@ -6,7 +6,7 @@ use tokio::net::UnixStream;
 async fn the_kernel_names_the_sender() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probe.sock");
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(5));
     let task = spawn_receiver(&path, book.clone()).unwrap();
     let mut c = UnixStream::connect(&path).await.unwrap();
     c.write_all(&frame(100, 1).encode()).await.unwrap();
@@ -15,7 +15,7 @@ async fn the_kernel_names_the_sender() {
     c.write_all(&[0xff; HEADER_LEN]).await.unwrap();
     let me = std::process::id();
     for _ in 0..100 {
-        let r = book.readings(&[me], Duration::from_secs(5), Instant::now());
+        let r = book.readings(&[me], Instant::now());
         if r.get(&me).is_some_and(|r| r.kernels == 9) {
             task.abort();
             return;
@@ -39,7 +39,7 @@ async fn next_control(c: &mut UnixStream) -> Control {
 async fn the_probe_is_told_when_its_device_becomes_shared_and_when_alone_again() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probe.sock");
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(5));
     let task = spawn_receiver(&path, book.clone()).unwrap();
     let mut c = UnixStream::connect(&path).await.unwrap();
     c.write_all(&frame(100, 1).encode()).await.unwrap();
@@ -66,15 +66,15 @@ async fn only_a_stale_socket_is_replaced() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("probe.sock");
     std::fs::write(&path, b"not a socket").unwrap();
-    let e = spawn_receiver(&path, ProbeBook::default())
+    let e = spawn_receiver(&path, ProbeBook::new(Duration::from_secs(5)))
         .map(|_| ())
         .unwrap_err();
     assert!(e.to_string().contains("not a socket"), "{e}");
     assert_eq!(std::fs::read(&path).unwrap(), b"not a socket");
     std::fs::remove_file(&path).unwrap();
-    let first = spawn_receiver(&path, ProbeBook::default()).unwrap();
+    let first = spawn_receiver(&path, ProbeBook::new(Duration::from_secs(5))).unwrap();
     // A live listener is never taken over.
-    let e = spawn_receiver(&path, ProbeBook::default())
+    let e = spawn_receiver(&path, ProbeBook::new(Duration::from_secs(5)))
         .map(|_| ())
         .unwrap_err();
     assert!(e.to_string().contains("another process"), "{e}");
@@ -87,5 +87,7 @@ async fn only_a_stale_socket_is_replaced() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // A socket left behind by an earlier run is replaced.
-    spawn_receiver(&path, ProbeBook::default()).unwrap().abort();
+    spawn_receiver(&path, ProbeBook::new(Duration::from_secs(5)))
+        .unwrap()
+        .abort();
 }

@@ -11,13 +11,13 @@ pub(super) fn frame(busy_ms: u64, kernels: u64) -> Frame {
 
 #[test]
 fn busy_ratio_over_the_window_and_a_reused_pid_restarts() {
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(5));
     let t0 = Instant::now();
     for s in 0..=6u64 {
         book.record(7, &frame(400 * s, 10 * s), t0 + Duration::from_secs(s));
     }
     let now = t0 + Duration::from_secs(6);
-    let r = book.readings(&[7, 8], Duration::from_secs(5), now);
+    let r = book.readings(&[7, 8], now);
     assert_eq!(r.len(), 1, "pid 8 never reported");
     let r7 = r[&7];
     assert!((r7.busy_ratio.unwrap() - 0.4).abs() < 1e-9);
@@ -25,26 +25,23 @@ fn busy_ratio_over_the_window_and_a_reused_pid_restarts() {
     assert_eq!(r7.window_kernels, Some(50), "reports 1 s ..= 6 s");
     // A smaller counter: history is dropped, no ratio until a second report.
     book.record(7, &frame(10, 1), now + Duration::from_secs(1));
-    let r = book.readings(&[7], Duration::from_secs(5), now + Duration::from_secs(1));
+    let r = book.readings(&[7], now + Duration::from_secs(1));
     assert_eq!(r[&7].busy_ratio, None);
     // Silent for longer than the window: no ratio; longer still: forgotten.
     let later = now + Duration::from_secs(40);
-    assert!(book
-        .readings(&[7], Duration::from_secs(5), later)
-        .is_empty());
+    assert!(book.readings(&[7], later).is_empty());
 }
 
 #[test]
 fn lost_records_withhold_the_ratio_until_the_window_is_clean() {
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(5));
     let t0 = Instant::now();
     for s in 0..=3u64 {
         let mut f = frame(400 * s, 10 * s);
         f.dropped = if s >= 2 { 5 } else { 0 };
         book.record(7, &f, t0 + Duration::from_secs(s));
     }
-    let w = Duration::from_secs(5);
-    let r = book.readings(&[7], w, t0 + Duration::from_secs(3));
+    let r = book.readings(&[7], t0 + Duration::from_secs(3));
     assert_eq!(
         r[&7].busy_ratio, None,
         "records were lost inside the window"
@@ -55,13 +52,13 @@ fn lost_records_withhold_the_ratio_until_the_window_is_clean() {
         f.dropped = 5;
         book.record(7, &f, t0 + Duration::from_secs(s));
     }
-    let r = book.readings(&[7], w, t0 + Duration::from_secs(9));
+    let r = book.readings(&[7], t0 + Duration::from_secs(9));
     assert!((r[&7].busy_ratio.unwrap() - 0.4).abs() < 1e-9);
 }
 
 #[test]
 fn records_go_on_when_shared_and_off_only_after_a_minute_unshared() {
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(5));
     let mut woken = book.watch_records();
     let t0 = Instant::now();
     let set = |pids: &[u32]| {
@@ -94,7 +91,7 @@ fn records_go_on_when_shared_and_off_only_after_a_minute_unshared() {
 
 #[test]
 fn a_ratio_starts_when_records_go_on_not_before() {
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(5));
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);
     // Alone: records off, reported as off, for 4 s.
@@ -105,12 +102,11 @@ fn a_ratio_starts_when_records_go_on_not_before() {
     }
     // On from 4 s, 500 ms of kernels a second over the traced time; no ratio until the
     // reports since then span most of the window.
-    let w = Duration::from_secs(5);
     for s in 4..=9u64 {
         let mut f = frame(500 * (s - 4), 10 * (s - 4));
         f.traced_ns = Some((s - 4) * 1_000_000_000);
         book.record(3, &f, at(s));
-        let r = book.readings(&[3], w, at(s))[&3];
+        let r = book.readings(&[3], at(s))[&3];
         if s < 8 {
             assert_eq!(r.busy_ratio, None, "{s}: {r:?}");
         } else {
@@ -121,15 +117,13 @@ fn a_ratio_starts_when_records_go_on_not_before() {
 
 #[test]
 fn a_disabled_probe_says_nothing() {
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(5));
     let t0 = Instant::now();
     book.record(3, &frame(0, 0), t0);
     let mut f = frame(500, 5);
     f.flags = FLAG_DISABLED;
     book.record(3, &f, t0 + Duration::from_secs(2));
-    assert!(book
-        .readings(&[3], Duration::from_secs(5), t0 + Duration::from_secs(2))
-        .is_empty());
+    assert!(book.readings(&[3], t0 + Duration::from_secs(2)).is_empty());
 }
 
 const MS: u64 = BUCKET_NS;
@@ -163,30 +157,27 @@ fn timelines_are_read_behind_the_processes_clock_once_complete() {
         &timeline_frame(10_000, 5_000, &[1000; 3_000], FLAG_FULL),
         t0,
     );
-    let w = Duration::from_secs(2);
-    let tl = book.timelines(&[1], w, t0);
+    let tl = book.timelines(&[1], t0);
     // The window ends 2 s behind the clock: buckets 6000..8000.
     let t = &tl[&1];
     assert_eq!(t.covered.len(), 2_000);
     assert!(t.covered.iter().all(|&c| c == 1.0));
     assert!(t.solo.iter().all(|&c| c == 0.5));
     // Half a second later by tessera's clock, the window has moved half a second on.
-    let t = &book.timelines(&[1], w, t0 + Duration::from_millis(500))[&1];
+    let t = &book.timelines(&[1], t0 + Duration::from_millis(500))[&1];
     assert_eq!(t.covered.iter().filter(|&&c| c == 1.0).count(), 1_500);
     // Without a recent report there is no timeline.
-    assert!(book
-        .timelines(&[1], w, t0 + Duration::from_secs(2))
-        .is_empty());
+    assert!(book.timelines(&[1], t0 + Duration::from_secs(2)).is_empty());
     // A process whose probe started inside the window has none either.
     let mut young = timeline_frame(10_000, 9_000, &[1000; 10], FLAG_FULL);
     young.complete_from = 7_000;
     book.record(2, &young, t0);
-    assert!(book.timelines(&[2], w, t0).is_empty());
+    assert!(book.timelines(&[2], t0).is_empty());
 }
 
 #[test]
 fn a_throttled_probe_is_read_over_its_traced_time_and_its_gaps_stay_unknown() {
-    let book = ProbeBook::new(Duration::from_secs(2));
+    let book = ProbeBook::new(Duration::from_secs(5));
     let t0 = Instant::now();
     // Reports 1 s apart: 100 ms traced each second, 40 ms of kernels in it.
     for s in 0..=5u64 {
@@ -194,19 +185,20 @@ fn a_throttled_probe_is_read_over_its_traced_time_and_its_gaps_stay_unknown() {
         f.traced_ns = Some(100 * MS * s);
         book.record(4, &f, t0 + Duration::from_secs(s));
     }
-    let r = book.readings(&[4], Duration::from_secs(5), t0 + Duration::from_secs(5))[&4];
+    let r = book.readings(&[4], t0 + Duration::from_secs(5))[&4];
     assert!((r.busy_ratio.unwrap() - 0.4).abs() < 1e-9, "{r:?}");
     assert!((r.traced_share.unwrap() - 0.1).abs() < 1e-9, "{r:?}");
     // Too little traced time to say anything.
-    let book2 = ProbeBook::default();
+    let book2 = ProbeBook::new(Duration::from_secs(5));
     for s in 0..=2u64 {
         let mut f = frame(s, s);
         f.traced_ns = Some(10 * MS * s);
         book2.record(4, &f, t0 + Duration::from_secs(s));
     }
-    let r = book2.readings(&[4], Duration::from_secs(5), t0 + Duration::from_secs(2))[&4];
+    let r = book2.readings(&[4], t0 + Duration::from_secs(2))[&4];
     assert_eq!(r.busy_ratio, None);
     // A v3 timeline: untraced buckets, and buckets never sent, are not idle.
+    let book = ProbeBook::new(Duration::from_secs(2));
     let mut f = timeline_frame(10_000, 5_000, &[1000; 2_500], FLAG_FULL);
     f.traced_ns = Some(0);
     for (k, b) in f.buckets.iter_mut().enumerate() {
@@ -215,7 +207,7 @@ fn a_throttled_probe_is_read_over_its_traced_time_and_its_gaps_stay_unknown() {
         }
     }
     book.record(5, &f, t0);
-    let t = &book.timelines(&[5], Duration::from_secs(2), t0)[&5];
+    let t = &book.timelines(&[5], t0)[&5];
     assert_eq!(t.traced.len(), 2_000);
     // 6000..7500 alternate traced/untraced; 7500..8000 were never sent.
     assert_eq!(t.traced.iter().filter(|&&x| x).count(), 750);
@@ -249,12 +241,12 @@ fn incremental_frames_replace_buckets_and_nothing_grows_past_the_keep() {
 
 #[test]
 fn a_frame_without_a_clock_or_before_a_full_one_gives_no_timeline() {
-    let book = ProbeBook::default();
+    let book = ProbeBook::new(Duration::from_secs(1));
     let t0 = Instant::now();
     // Incremental frame first (tessera missed the connection's start): ignored.
     book.record(1, &timeline_frame(10_000, 9_000, &[1000; 10], 0), t0);
-    assert!(book.timelines(&[1], Duration::from_secs(1), t0).is_empty());
+    assert!(book.timelines(&[1], t0).is_empty());
     // Version 1 frames carry no clock.
     book.record(2, &frame(5, 1), t0);
-    assert!(book.timelines(&[2], Duration::from_secs(1), t0).is_empty());
+    assert!(book.timelines(&[2], t0).is_empty());
 }

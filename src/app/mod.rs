@@ -1,0 +1,227 @@
+//! The running exporter, built from resolved [`Settings`]: the demo step (when asked for), the
+//! NVML source, the asynchronous sources, the sampler thread and the servers. `main` only
+//! parses and hands over; every failure comes back as an [`AppError`] with its exit code.
+
+mod demo;
+mod sources;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use tokio::net::TcpListener;
+
+use crate::config::{LogFormat, Settings};
+use crate::metrics::EncodeOptions;
+use crate::model::device_id::ResourceMatcher;
+use crate::sampler::{Sampler, SamplerConfig};
+use crate::server::{router, AppState};
+use crate::source::nvml::{NvmlOpenError, NvmlOptions, NvmlSource};
+use crate::web::{WebConfig, WebConfigError};
+
+/// Why the exporter did not start or stopped; `main` prints it after `tessera: `.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// A setting that only proves bad once used (a web config file, the API server's answer
+    /// to `--kube.*`): exit code 2, like a bad flag.
+    #[error("{0}")]
+    Config(String),
+    /// Anything else that stops the exporter: exit code 1.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl AppError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            AppError::Config(_) => 2,
+            AppError::Failed(_) => 1,
+        }
+    }
+
+    fn failed(e: impl std::fmt::Display) -> Self {
+        AppError::Failed(e.to_string())
+    }
+}
+
+impl From<WebConfigError> for AppError {
+    fn from(e: WebConfigError) -> Self {
+        AppError::Config(e.to_string())
+    }
+}
+
+type LoadedWeb = Option<(PathBuf, WebConfig)>;
+
+/// Builds the exporter from `settings` and serves until SIGINT or SIGTERM.
+pub fn run(settings: Settings) -> Result<(), AppError> {
+    crate::log::init(settings.log_level, settings.log_format);
+    // Read before the runtime starts (blocking I/O); a bad file stops startup like a bad flag.
+    let web = match &settings.web_config_file {
+        Some(path) => Some((path.clone(), crate::web::load(path)?)),
+        None => None,
+    };
+    let (settings, demo_node) = demo::prepare(settings)?;
+    let source = match NvmlSource::open(settings.nvml_library.as_deref(), nvml_options(&settings)) {
+        Ok(source) => Some(source),
+        Err(e @ NvmlOpenError::NotFound { .. }) => return Err(AppError::failed(e)),
+        // The driver may still be loading: the sampler retries and /readyz stays false.
+        Err(e) => {
+            tracing::warn!(error = %e, "NVML not ready at start");
+            None
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| AppError::Failed(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(serve(settings, demo_node, web, source))
+}
+
+fn nvml_options(s: &Settings) -> NvmlOptions {
+    NvmlOptions {
+        procfs: s.procfs.clone(),
+        slow_interval: s.nvml_slow_interval,
+        process_interval: s.nvml_process_interval,
+        collect_processes: s.collect_processes,
+        collect_mig: s.collect_mig,
+        collect_gpm: s.collect_gpm,
+        isolation: s.nvml_isolation,
+        gpu_timeout: s.nvml_timeout,
+        log_level: s.log_level.to_string(),
+        log_json: matches!(s.log_format, LogFormat::Json),
+    }
+}
+
+fn sampler_config(s: &Settings) -> SamplerConfig {
+    SamplerConfig {
+        interval: s.sample_interval,
+        node: s.node_name.clone(),
+        nvml_library: s.nvml_library.clone(),
+        nvml: nvml_options(s),
+        encode: EncodeOptions {
+            max_label_value_len: s.max_label_value_len,
+            max_series: s.max_series,
+            dcgm_compat: s.dcgm_compat,
+            detail: s.metrics_detail,
+            ..EncodeOptions::default()
+        },
+        resources: ResourceMatcher::new(s.resource_names.clone()),
+        activity_window: s.activity_window,
+    }
+}
+
+/// The listeners, bound before any source starts, so a taken port is the last line before
+/// exit 1 and not buried under the log lines of sources that were about to be stopped anyway.
+struct Listeners {
+    main: TcpListener,
+    /// `--web.dcgm-listen-address`, with its own read of the web config (each server watches
+    /// the file for changes).
+    dcgm: Option<(TcpListener, LoadedWeb)>,
+}
+
+async fn bind(addr: SocketAddr, flag: &str) -> Result<TcpListener, AppError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| AppError::Failed(format!("cannot listen on {addr}{flag}: {e}")))
+}
+
+async fn bind_listeners(settings: &Settings, web: &LoadedWeb) -> Result<Listeners, AppError> {
+    let main = bind(settings.listen_address, "").await?;
+    let Some(addr) = settings.dcgm_listen_address else {
+        return Ok(Listeners { main, dcgm: None });
+    };
+    let listener = bind(addr, " (--web.dcgm-listen-address)").await?;
+    let dcgm_web = match web {
+        Some((path, _)) => {
+            let path = path.clone();
+            let loaded =
+                tokio::task::spawn_blocking(move || crate::web::load(&path).map(|c| (path, c)))
+                    .await
+                    .map_err(|e| AppError::Failed(format!("cannot read the web config: {e}")))?;
+            Some(loaded?)
+        }
+        None => None,
+    };
+    Ok(Listeners {
+        main,
+        dcgm: Some((listener, dcgm_web)),
+    })
+}
+
+async fn serve(
+    settings: Settings,
+    demo_node: Option<crate::demo::DemoNode>,
+    web: LoadedWeb,
+    mut source: Option<NvmlSource>,
+) -> Result<(), AppError> {
+    let listeners = bind_listeners(&settings, &web).await?;
+    let demo = match &demo_node {
+        Some(node) => Some(demo::start(node, &settings, source.as_mut()).await?),
+        None => None,
+    };
+    let running = sources::start(&settings, demo_node.as_ref().zip(demo.as_ref())).await?;
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let mut sampler = Sampler::new(sampler_config(&settings), running.feeds, tx);
+    if let Some(source) = source {
+        sampler.adopt(source);
+    }
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel();
+    let sampler = sampler
+        .spawn(stop_rx)
+        .map_err(|e| AppError::Failed(format!("cannot start the sampler thread: {e}")))?;
+    tracing::info!(address = %settings.listen_address, node = %settings.node_name, "serving metrics");
+    let mut tasks = running.tasks;
+    let (down_tx, down_rx) = tokio::sync::watch::channel(false);
+    let down = move || {
+        let mut rx = down_rx.clone();
+        async move {
+            let _ = rx.wait_for(|d| *d).await;
+        }
+    };
+    tasks.push(tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = down_tx.send(true);
+    }));
+    let dcgm_server = listeners.dcgm.map(|(l, dcgm_web)| {
+        tracing::info!(address = ?l.local_addr().ok(), "serving dcgm-exporter-compatible metrics");
+        let app = crate::server::dcgm_router(rx.clone());
+        tokio::spawn(crate::web::serve(l, app, dcgm_web, down()))
+    });
+    let app = router(AppState {
+        published: rx,
+        enable_debug: settings.enable_debug,
+    });
+    let mut served = crate::web::serve(listeners.main, app, web, down()).await;
+    if let Some(d) = dcgm_server {
+        match d.await {
+            Ok(Err(e)) if served.is_ok() => served = Err(e),
+            _ => {}
+        }
+    }
+    drop(stop_tx);
+    let _ = tokio::task::spawn_blocking(move || sampler.join()).await;
+    for t in tasks {
+        t.abort();
+    }
+    if let Some(d) = demo {
+        d.stop().await;
+    }
+    drop(demo_node);
+    served.map_err(|e| AppError::Failed(format!("server failed: {e}")))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}

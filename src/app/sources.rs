@@ -1,0 +1,112 @@
+//! The asynchronous sources the sampler reads each cycle: pod-resources, the API server and
+//! the CUDA probe's socket, real or (with `--demo`) the demo's fakes.
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Settings;
+use crate::demo::{self, DemoServices};
+use crate::sampler::Feeds;
+use crate::source::kube::{self, KubeConfig};
+use crate::source::podresources::{spawn_poller, PodResourcesConfig};
+use crate::source::probe::{spawn_receiver, ProbeBook};
+use crate::source::SourceState;
+
+use super::AppError;
+
+/// What the sampler reads, and what keeps it fed (stopped when the exporter stops).
+pub(super) struct Running {
+    pub feeds: Feeds,
+    pub tasks: Vec<JoinHandle<()>>,
+    /// The demo's simulated probe clients, alive as long as this value.
+    _demo_probe: Option<demo::repeat::Repeating>,
+}
+
+pub(super) async fn start(
+    settings: &Settings,
+    demo: Option<(&demo::DemoNode, &DemoServices)>,
+) -> Result<Running, AppError> {
+    let mut tasks = Vec::new();
+    let mut feeds = Feeds::default();
+    if settings.kubelet_enabled {
+        let (tx, rx) = watch::channel(SourceState::default());
+        tasks.push(spawn_poller(
+            PodResourcesConfig {
+                socket: settings.pod_resources_socket.clone(),
+                interval: settings.kubelet_poll_interval,
+                ..PodResourcesConfig::default()
+            },
+            tx,
+        ));
+        feeds.pod_resources = Some(rx);
+    }
+    if settings.kube_enabled {
+        let api_url = demo.map(|(_, services)| services.api.url());
+        if let Some((task, rx)) = start_kube(settings, api_url.as_deref()).await? {
+            tasks.push(task);
+            feeds.kube = Some(rx);
+        }
+    }
+    if let Some(path) = &settings.probe_socket {
+        let book = ProbeBook::new(settings.activity_window);
+        let task = spawn_receiver(path, book.clone())
+            .map_err(|e| AppError::Failed(format!("--probe.socket: {e}")))?;
+        tasks.push(task);
+        feeds.probe = Some(book);
+    }
+    // The demo's GPU 5 shows the exact mode: its MPS clients "carry" the probe.
+    let demo_probe = match demo {
+        Some((node, _)) => {
+            let book = feeds
+                .probe
+                .get_or_insert_with(|| ProbeBook::new(settings.activity_window))
+                .clone();
+            let feed = demo::probe::start(&node.scenario_text, &demo::probe::PROBED_PIDS, book)
+                .map_err(AppError::failed)?;
+            Some(feed)
+        }
+        None => None,
+    };
+    Ok(Running {
+        feeds,
+        tasks,
+        _demo_probe: demo_probe,
+    })
+}
+
+type KubeFeed = (
+    JoinHandle<()>,
+    watch::Receiver<SourceState<kube::ClusterView>>,
+);
+
+/// `api_url`: the demo's API server; otherwise in-cluster config or kubeconfig. Without an
+/// API server, pods are named from pod-resources alone.
+async fn start_kube(
+    settings: &Settings,
+    api_url: Option<&str>,
+) -> Result<Option<KubeFeed>, AppError> {
+    let client = match api_url {
+        Some(url) => kube::client_for_url(url).await,
+        None => kube::client_from_env().await,
+    };
+    let client = match client {
+        Ok(client) => client,
+        Err(e) => {
+            tracing::warn!(
+                error = %e,
+                "no Kubernetes API server: pods are named from pod-resources alone (set --kube.enabled=false to silence)"
+            );
+            return Ok(None);
+        }
+    };
+    let cfg = KubeConfig {
+        pod_labels: settings.pod_labels.clone(),
+        dra: settings.kube_dra,
+        ..KubeConfig::new(settings.node_name.clone())
+    };
+    let (tx, rx) = watch::channel(SourceState::default());
+    let task = kube::spawn(client, cfg, tx)
+        .await
+        .map_err(|e| AppError::Config(format!("--kube.*: {e}")))?;
+    Ok(Some((task, rx)))
+}

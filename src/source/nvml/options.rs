@@ -1,0 +1,123 @@
+//! NVML's flags: the library, its call cadences, what it collects and where it runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::Isolation;
+use crate::options::{parse_positive_duration, Resolver};
+
+#[derive(Debug, Default, clap::Args)]
+pub struct NvmlArgs {
+    /// Path of libnvidia-ml.so [default: the system's libnvidia-ml.so.1].
+    #[arg(long = "nvml.library", env = "TESSERA_NVML_LIBRARY")]
+    pub nvml_library: Option<String>,
+    /// Cadence of slow NVML calls: energy counter and MIG mode [default: 10s].
+    #[arg(long = "nvml.slow-interval", env = "TESSERA_NVML_SLOW_INTERVAL")]
+    pub nvml_slow_interval: Option<String>,
+    /// Cadence of per-process utilization, NVML's costliest call; a new process is read at
+    /// once (1s costs ~0.12 % of a core more on an H100) [default: 5s].
+    #[arg(long = "nvml.process-interval", env = "TESSERA_NVML_PROCESS_INTERVAL")]
+    pub nvml_process_interval: Option<String>,
+    /// How long a sample waits for a GPU before reporting it down (a hung driver call stalls only its GPU) [default: 2s].
+    #[arg(long = "nvml.timeout", env = "TESSERA_NVML_TIMEOUT")]
+    pub nvml_timeout: Option<String>,
+    /// The host's procfs (NVML reports host PIDs) [default: /proc].
+    #[arg(long = "path.procfs", env = "TESSERA_PATH_PROCFS")]
+    pub procfs: Option<String>,
+    /// Read per-process figures from NVML, what per-container attribution is made of (their own series need --metrics.detail=full) [default: true].
+    #[arg(long = "collect.processes", env = "TESSERA_COLLECT_PROCESSES", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_collect_processes")]
+    pub collect_processes: Option<String>,
+    #[arg(
+        long = "no-collect.processes",
+        hide = true,
+        overrides_with = "collect_processes"
+    )]
+    pub no_collect_processes: bool,
+    /// Per-MIG-instance series [default: true].
+    #[arg(long = "collect.mig", env = "TESSERA_COLLECT_MIG", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_collect_mig")]
+    pub collect_mig: Option<String>,
+    #[arg(long = "no-collect.mig", hide = true, overrides_with = "collect_mig")]
+    pub no_collect_mig: bool,
+    /// Read GPM (SM, tensor and DRAM activity, NVLink and PCIe rates); turn it off where DCGM's profiling module must own the counters (docs/migrating-from-dcgm-exporter.md) [default: true].
+    #[arg(long = "collect.gpm", env = "TESSERA_COLLECT_GPM", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_collect_gpm")]
+    pub collect_gpm: Option<String>,
+    #[arg(long = "no-collect.gpm", hide = true, overrides_with = "collect_gpm")]
+    pub no_collect_gpm: bool,
+    /// Where NVML runs: `process` (a worker process per GPU, restarted if the driver library crashes: a fault costs that GPU's samples, never the exporter; docs/reliability.md) or `thread` (in the exporter itself: ~30 MiB less resident memory on 4 GPUs, but a driver-library crash takes the exporter down) [default: process].
+    #[arg(long = "nvml.isolation", env = "TESSERA_NVML_ISOLATION")]
+    pub nvml_isolation: Option<String>,
+}
+
+impl NvmlArgs {
+    pub fn library(&self, r: &mut Resolver) -> Option<PathBuf> {
+        r.get("nvml.library", &self.nvml_library, None, |s| {
+            Ok(Some(PathBuf::from(s)))
+        })
+    }
+
+    pub fn slow_interval(&self, r: &mut Resolver) -> Duration {
+        r.get(
+            "nvml.slow-interval",
+            &self.nvml_slow_interval,
+            Duration::from_secs(10),
+            parse_positive_duration,
+        )
+    }
+
+    pub fn process_interval(&self, r: &mut Resolver) -> Duration {
+        r.get(
+            "nvml.process-interval",
+            &self.nvml_process_interval,
+            Duration::from_secs(5),
+            parse_positive_duration,
+        )
+    }
+
+    pub fn timeout(&self, r: &mut Resolver) -> Duration {
+        r.get(
+            "nvml.timeout",
+            &self.nvml_timeout,
+            Duration::from_secs(2),
+            parse_positive_duration,
+        )
+    }
+
+    pub fn procfs(&self, r: &mut Resolver) -> PathBuf {
+        r.get("path.procfs", &self.procfs, PathBuf::from("/proc"), |s| {
+            Ok(PathBuf::from(s))
+        })
+    }
+
+    pub fn collect_processes(&self, r: &mut Resolver) -> bool {
+        r.get_bool(
+            "collect.processes",
+            &self.collect_processes,
+            self.no_collect_processes,
+            true,
+        )
+    }
+
+    pub fn collect_mig(&self, r: &mut Resolver) -> bool {
+        r.get_bool("collect.mig", &self.collect_mig, self.no_collect_mig, true)
+    }
+
+    pub fn collect_gpm(&self, r: &mut Resolver) -> bool {
+        r.get_bool("collect.gpm", &self.collect_gpm, self.no_collect_gpm, true)
+    }
+
+    pub fn isolation(&self, r: &mut Resolver) -> Isolation {
+        r.get(
+            "nvml.isolation",
+            &self.nvml_isolation,
+            Isolation::Process,
+            |s| match s.trim() {
+                "process" => Ok(Isolation::Process),
+                "thread" => Ok(Isolation::Thread),
+                _ => Err("expected `process` or `thread`".into()),
+            },
+        )
+    }
+}

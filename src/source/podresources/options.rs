@@ -1,0 +1,84 @@
+//! The kubelet's flags: whether and how often pod-resources is read, and which resources are
+//! GPUs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::options::{parse_duration, split_list, Resolver};
+
+#[derive(Debug, Default, clap::Args)]
+pub struct KubeletArgs {
+    /// Read allocations from the kubelet's pod-resources API [default: true].
+    #[arg(long = "kubelet.enabled", env = "TESSERA_KUBELET_ENABLED", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_kubelet_enabled")]
+    pub kubelet_enabled: Option<String>,
+    #[arg(
+        long = "no-kubelet.enabled",
+        hide = true,
+        overrides_with = "kubelet_enabled"
+    )]
+    pub no_kubelet_enabled: bool,
+    /// The kubelet's pod-resources socket (mount it read-only) [default: /var/lib/kubelet/pod-resources/kubelet.sock].
+    #[arg(
+        long = "kubelet.pod-resources-socket",
+        env = "TESSERA_KUBELET_POD_RESOURCES_SOCKET"
+    )]
+    pub pod_resources_socket: Option<String>,
+    /// How often to poll pod-resources (the kubelet rate-limits it; at least 1s) [default: 5s].
+    #[arg(long = "kubelet.poll-interval", env = "TESSERA_KUBELET_POLL_INTERVAL")]
+    pub kubelet_poll_interval: Option<String>,
+    /// Extra resource names that are GPUs, comma-separated, besides nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-<profile>[.shared] [default: none].
+    #[arg(long = "kubelet.resource-name", env = "TESSERA_KUBELET_RESOURCE_NAME")]
+    pub resource_names: Option<String>,
+}
+
+impl KubeletArgs {
+    pub fn enabled(&self, r: &mut Resolver) -> bool {
+        r.get_bool(
+            "kubelet.enabled",
+            &self.kubelet_enabled,
+            self.no_kubelet_enabled,
+            true,
+        )
+    }
+
+    pub fn socket(&self, r: &mut Resolver) -> PathBuf {
+        r.get(
+            "kubelet.pod-resources-socket",
+            &self.pod_resources_socket,
+            PathBuf::from(super::DEFAULT_SOCKET),
+            |s| {
+                if s.is_empty() {
+                    Err("must not be empty".into())
+                } else {
+                    Ok(PathBuf::from(s))
+                }
+            },
+        )
+    }
+
+    pub fn poll_interval(&self, r: &mut Resolver) -> Duration {
+        r.get(
+            "kubelet.poll-interval",
+            &self.kubelet_poll_interval,
+            Duration::from_secs(5),
+            |s| {
+                let d = parse_duration(s)?;
+                if d < Duration::from_secs(1) {
+                    Err("must be at least 1s: the kubelet rate-limits this socket".into())
+                } else {
+                    Ok(d)
+                }
+            },
+        )
+    }
+
+    pub fn resource_names(&self, r: &mut Resolver) -> Vec<String> {
+        r.get(
+            "kubelet.resource-name",
+            &self.resource_names,
+            Vec::new(),
+            |s| Ok(split_list(s)),
+        )
+    }
+}
