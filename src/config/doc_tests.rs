@@ -1,0 +1,41 @@
+#[test]
+fn the_configuration_page_is_current() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == super::markdown_reference(),
+        "docs/configuration.md is stale: run `cargo run -- --print-config-doc > docs/configuration.md`"
+    );
+}
+
+#[test]
+fn the_example_config_file_is_valid() {
+    let example = super::INTRO
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(yaml, _)| yaml)
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tessera.yaml");
+    std::fs::write(&path, example).unwrap();
+    let cli = super::Cli::parse_args(["tessera", "--config.file", path.to_str().unwrap()]).unwrap();
+    let s = super::super::Settings::resolve(&cli).unwrap();
+    assert_eq!(s.pod_labels, ["team", "app.kubernetes.io/name"]);
+    assert!(!s.collect_gpm);
+}
+
+#[test]
+fn defaults_and_links_render() {
+    assert_eq!(
+        super::split_default("Cadence [default: 10s]."),
+        ("Cadence", Some("10s"))
+    );
+    assert_eq!(
+        super::split_default("Per-MIG series"),
+        ("Per-MIG series", None)
+    );
+    assert_eq!(
+        super::markdown("see docs/scale.md; `a<b>` or label_<name>"),
+        "see [scale.md](scale.md); `a<b>` or label_&lt;name&gt;"
+    );
+}
