@@ -6,12 +6,24 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::wire::{Bucket, BUCKET_NS, MAX_BUCKETS, UNTRACED};
 
+/// How far behind the newest kernel a late buffer's kernels are still placed exactly. CUPTI
+/// keeps a buffer per launching thread (CUDA 12.3+) and hands each over when full or at the
+/// once-a-second flush, so one thread's kernels arrive up to a flush period after another's
+/// that ran beside them. Measured on the H100 (issue 32): a training step launches its
+/// backward pass from autograd's thread, and skipping everything behind the newest span read
+/// training and DDP tenants at a third of their kernel time.
+const LATE_HORIZON_NS: u64 = 3_000_000_000;
+
 /// Accumulates the union of spans that arrive in batches (one CUPTI buffer at a time).
 #[derive(Debug, Default)]
 pub struct Spans {
     pub busy_ns: u64,
     pub kernels: u64,
+    /// End of the newest span folded in.
     pub(crate) covered_until: u64,
+    /// The union so far as disjoint stretches (start → end) within [`LATE_HORIZON_NS`] of
+    /// `covered_until`: a late span counts only the time none of them holds.
+    pub(crate) covered: BTreeMap<u64, u64>,
     /// (start, end, solo ns) of kernels not folded in yet.
     pub(crate) batch: Vec<(u64, u64, u64)>,
     /// Bucket index → (covered ns, solo-equivalent ns), only buckets with kernel time.
@@ -36,6 +48,7 @@ impl Spans {
             busy_ns: 0,
             kernels: 0,
             covered_until: 0,
+            covered: BTreeMap::new(),
             batch: Vec::new(),
             timeline: BTreeMap::new(),
             dirty_from: None,
@@ -88,25 +101,73 @@ impl Spans {
         }
     }
 
-    /// Folds the batch in, sorted by start. A span ending before what earlier batches covered
-    /// is skipped: CUPTI can deliver a late buffer with earlier kernels, and skipping may miss
-    /// a little time in a gap but never counts time twice. A span not wholly inside one traced
-    /// stretch is not believed (`admit`).
+    /// Folds the batch in, sorted by start. A span counts only the time no span folded in
+    /// before covers, whichever buffer or thread it came from; one ending more than
+    /// [`LATE_HORIZON_NS`] before the newest is skipped (counting it could count time twice).
+    /// A span not wholly inside one traced stretch is not believed (`admit`).
     pub fn flush_batch(&mut self) {
         self.batch.sort_unstable();
         let batch = std::mem::take(&mut self.batch);
         for &(start, end, solo) in &batch {
-            if !self.admit(start, end) || end <= self.covered_until {
+            let floor = self.covered_until.saturating_sub(LATE_HORIZON_NS);
+            if !self.admit(start, end) || end <= floor {
                 continue;
             }
-            let from = start.max(self.covered_until);
-            self.busy_ns += end - from;
-            self.covered_until = end;
-            self.add_to_timeline(from, end, solo as f64 / (end - start) as f64);
+            let ratio = solo as f64 / (end - start) as f64;
+            for (from, to) in self.uncovered(start.max(floor), end) {
+                self.busy_ns += to - from;
+                self.add_to_timeline(from, to, ratio);
+            }
+            self.cover(start.max(floor), end);
+            self.covered_until = self.covered_until.max(end);
         }
         self.batch = batch;
         self.batch.clear();
+        let floor = self.covered_until.saturating_sub(LATE_HORIZON_NS);
+        while let Some((&start, &end)) = self.covered.first_key_value() {
+            if end > floor {
+                break;
+            }
+            self.covered.remove(&start);
+        }
         self.let_go_of_old_buckets();
+    }
+
+    /// The parts of [start, end) no covered stretch holds, in order.
+    fn uncovered(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = start;
+        let before = self.covered.range(..start).next_back();
+        for (&s, &e) in before.into_iter().chain(self.covered.range(start..end)) {
+            if s > at {
+                out.push((at, s.min(end)));
+            }
+            at = at.max(e);
+            if at >= end {
+                return out;
+            }
+        }
+        if at < end {
+            out.push((at, end));
+        }
+        out
+    }
+
+    /// Adds [start, end) to the covered stretches, merging what it touches.
+    fn cover(&mut self, start: u64, end: u64) {
+        let (mut lo, mut hi) = (start, end);
+        if let Some((&s, &e)) = self.covered.range(..=start).next_back() {
+            if e >= start {
+                lo = s;
+                hi = hi.max(e);
+            }
+        }
+        let inside: Vec<(u64, u64)> = self.covered.range(lo..=hi).map(|(s, e)| (*s, *e)).collect();
+        for (s, e) in inside {
+            hi = hi.max(e);
+            self.covered.remove(&s);
+        }
+        self.covered.insert(lo, hi);
     }
 
     /// Whether a kernel's span can be believed. Measured on the H100 (docs/validation.md, run 4):
@@ -258,6 +319,41 @@ mod tests {
         s.push(350, 450, 100);
         s.flush_batch();
         assert_eq!(s.busy_ns, 300);
+    }
+
+    #[test]
+    fn a_late_buffer_of_another_thread_counts_what_nobody_covered() {
+        // Forward kernels from the main thread arrive first; the backward pass's, launched
+        // from another thread in between them, arrive in a later buffer.
+        let mut s = Spans::new();
+        s.start_at(0, true);
+        for k in 0..10u64 {
+            s.push(k * 10 * MS, k * 10 * MS + MS, MS);
+        }
+        s.flush_batch();
+        assert_eq!(s.busy_ns, 10 * MS);
+        for k in 0..10u64 {
+            // 2 ms each, the first half of a millisecond overlapping a forward kernel.
+            let from = k * 10 * MS + MS / 2;
+            s.push(from, from + 2 * MS, 2 * MS);
+        }
+        s.flush_batch();
+        assert_eq!(s.busy_ns, 10 * MS + 10 * (3 * MS / 2));
+        let (_, buckets) = s.take_buckets(true, 100 * MS);
+        let covered: u64 = buckets.iter().map(|b| u64::from(b.covered_us)).sum();
+        assert_eq!(
+            covered * 1_000,
+            s.busy_ns,
+            "the timeline holds what the total holds"
+        );
+        // Late past the horizon: skipped, never counted twice.
+        s.push(200 * MS + LATE_HORIZON_NS, 201 * MS + LATE_HORIZON_NS, MS);
+        s.flush_batch();
+        let before = s.busy_ns;
+        s.push(MS / 4, MS / 2, MS / 4);
+        s.flush_batch();
+        assert_eq!(s.busy_ns, before);
+        assert!(s.covered.len() <= 2, "{:?}", s.covered);
     }
 
     const MS: u64 = BUCKET_NS;
