@@ -24,6 +24,9 @@ import sys
 from collections import defaultdict
 
 SLACK = 0.01
+# How far each liar's claim is from its truth, as a multiple of the truth (tenants.py, Liar).
+LIE = {"under": 0.75, "over": 1.0, "silent": 1.0}
+MATERIAL = 0.03
 
 
 def accurate(fig, truth):
@@ -47,7 +50,8 @@ class Tally:
                 "bounds": pct(c["bounds"], c["honest"]), "contain": pct(c["contain"], c["bounds"]),
                 "disputed": pct(c["disputed"], c["honest"]), "withheld": pct(c["withheld"], c["honest"]),
                 "bounds_only": pct(c["bounds_only"], c["honest"]),
-                "caught": pct(c["caught"], c["liar"]), "charged": pct(c["charged"], c["liar"])}
+                "caught": pct(c["caught"], c["liar"]), "charged": pct(c["charged"], c["liar"]),
+                "material": pct(c["material"], c["liar"]), "caught_material": pct(c["caught_material"], c["material"])}
 
 
 def corpus_draws(paths):
@@ -90,6 +94,9 @@ def tally_draw(d):
                 t.c["liar"] += 1
                 t.c["caught"] += method == "disputed"
                 t.c["charged"] += fig is not None
+                material = LIE.get(ten["liar"], 1.0) * truth >= MATERIAL
+                t.c["material"] += material
+                t.c["caught_material"] += material and method == "disputed"
                 continue
             t.c["honest"] += 1
             if fig is not None:
@@ -177,12 +184,12 @@ def suite(paths):
 
 def summary(total, by_mode):
     print()
-    print("| | coverage | accurate | bounds published | bounds contain | bounds only | disputed | withheld | liars caught | liars charged |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| | coverage | accurate | bounds published | bounds contain | bounds only | disputed | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t in [("all", total)] + sorted(by_mode.items()):
         r = t.row()
         print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['bounds_only']} | {r['disputed']} "
-              f"| {r['withheld']} | {r['caught']} | {r['charged']} |")
+              f"| {r['withheld']} | {r['caught']} | {r['charged']} | {r['material']} | {r['caught_material']} |")
     for name, t in sorted(by_mode.items()):
         if t.err:
             e = sorted(t.err)
