@@ -289,3 +289,56 @@ fn files(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The folders a newcomer meets, by name: every top-level folder, every folder of src/ and every
+/// crate must appear at the start of a line of CONTRIBUTING.md's Repository map (which README
+/// links to), so that moving or adding one without saying where fails here.
+#[test]
+fn the_repository_map_names_every_folder() {
+    let contributing = read("CONTRIBUTING.md");
+    let start = contributing
+        .find("## Repository")
+        .expect("CONTRIBUTING.md has a Repository section");
+    let map: String = contributing[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("```"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("```"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dirs = |rel: &str| -> Vec<String> {
+        let mut out: Vec<String> = std::fs::read_dir(workspace().join(rel))
+            .unwrap_or_else(|e| panic!("{rel}: {e}"))
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.') && n != "target")
+            .collect();
+        out.sort();
+        out
+    };
+    let mut missing = Vec::new();
+    for d in dirs(".") {
+        if !map
+            .split_whitespace()
+            .any(|w| w.starts_with(&format!("{d}/")))
+        {
+            missing.push(format!("{d}/"));
+        }
+    }
+    for (parent, prefix) in [("src", "src/"), ("crates", "crates/")] {
+        for d in dirs(parent) {
+            let name = format!("{prefix}{d}");
+            if !map
+                .split_whitespace()
+                .any(|w| w.trim_end_matches('/') == name)
+            {
+                missing.push(name);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "CONTRIBUTING.md's Repository map does not name {missing:?}:\n{map}"
+    );
+}
