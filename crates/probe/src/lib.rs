@@ -209,7 +209,8 @@ unsafe extern "C" fn buffer_completed(
         {
             let mut record: *mut u32 = std::ptr::null_mut();
             // SAFETY: `buf` holds `valid` bytes of records; CUPTI hands back pointers into it,
-            // and every kernel record is at least KERNEL_GRAPH_NODE_OFFSET + 8 bytes long.
+            // and every kernel record is at least KERNEL_NAME_OFFSET + 8 bytes long (the graph
+            // node, further on, is read only inside the valid bytes).
             unsafe {
                 while (cupti.next_record)(buf, valid, &mut record) == CUPTI_SUCCESS {
                     if record.is_null() {
@@ -226,10 +227,19 @@ unsafe extern "C" fn buffer_completed(
                             grid: [0, 4, 8].map(|o| u32_at(KERNEL_GRID_OFFSET + o)),
                             block: [12, 16, 20].map(|o| u32_at(KERNEL_GRID_OFFSET + o)),
                             dynamic_shared: u32_at(KERNEL_DYNAMIC_SHARED_OFFSET),
-                            graph_node: base
-                                .add(KERNEL_GRAPH_NODE_OFFSET)
-                                .cast::<u64>()
-                                .read_unaligned(),
+                            // Never past the valid bytes, whatever record version a
+                            // CUPTI older than 11 would hand over.
+                            graph_node: if (base as usize - buf as usize)
+                                + KERNEL_GRAPH_NODE_OFFSET
+                                + 8
+                                <= valid
+                            {
+                                base.add(KERNEL_GRAPH_NODE_OFFSET)
+                                    .cast::<u64>()
+                                    .read_unaligned()
+                            } else {
+                                0
+                            },
                         };
                         if start == 0 || end <= start {
                             INCOMPLETE.fetch_add(1, Ordering::Relaxed);
