@@ -12,7 +12,7 @@ use crate::wire::{Bucket, BUCKET_NS, MAX_BUCKETS, UNTRACED};
 /// that ran beside them. Measured on the H100 (issue 32): a training step launches its
 /// backward pass from autograd's thread, and skipping everything behind the newest span read
 /// training and DDP tenants at a third of their kernel time.
-const LATE_HORIZON_NS: u64 = 3_000_000_000;
+const LATE_HORIZON_NS: u64 = 2_000_000_000;
 
 /// Accumulates the union of spans that arrive in batches (one CUPTI buffer at a time).
 #[derive(Debug, Default)]
@@ -24,6 +24,8 @@ pub struct Spans {
     /// The union so far as disjoint stretches (start → end) within [`LATE_HORIZON_NS`] of
     /// `covered_until`: a late span counts only the time none of them holds.
     pub(crate) covered: BTreeMap<u64, u64>,
+    /// Scratch for a late span's uncovered parts (no allocation per kernel).
+    gaps: Vec<(u64, u64)>,
     /// (start, end, solo ns) of kernels not folded in yet.
     pub(crate) batch: Vec<(u64, u64, u64)>,
     /// Bucket index → (covered ns, solo-equivalent ns), only buckets with kernel time.
@@ -49,6 +51,7 @@ impl Spans {
             kernels: 0,
             covered_until: 0,
             covered: BTreeMap::new(),
+            gaps: Vec::new(),
             batch: Vec::new(),
             timeline: BTreeMap::new(),
             dirty_from: None,
@@ -114,11 +117,22 @@ impl Spans {
                 continue;
             }
             let ratio = solo as f64 / (end - start) as f64;
-            for (from, to) in self.uncovered(start.max(floor), end) {
-                self.busy_ns += to - from;
-                self.add_to_timeline(from, to, ratio);
+            let start = start.max(floor);
+            if start >= self.covered_until {
+                // In time order, as one thread's buffer is: nothing can cover it.
+                self.busy_ns += end - start;
+                self.add_to_timeline(start, end, ratio);
+                self.extend_or_insert(start, end);
+            } else {
+                let mut gaps = std::mem::take(&mut self.gaps);
+                self.uncovered(start, end, &mut gaps);
+                for &(from, to) in &gaps {
+                    self.busy_ns += to - from;
+                    self.add_to_timeline(from, to, ratio);
+                }
+                self.gaps = gaps;
+                self.cover(start, end);
             }
-            self.cover(start.max(floor), end);
             self.covered_until = self.covered_until.max(end);
         }
         self.batch = batch;
@@ -133,9 +147,9 @@ impl Spans {
         self.let_go_of_old_buckets();
     }
 
-    /// The parts of [start, end) no covered stretch holds, in order.
-    fn uncovered(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
-        let mut out = Vec::new();
+    /// The parts of [start, end) no covered stretch holds, in order, into `out`.
+    fn uncovered(&self, start: u64, end: u64, out: &mut Vec<(u64, u64)>) {
+        out.clear();
         let mut at = start;
         let before = self.covered.range(..start).next_back();
         for (&s, &e) in before.into_iter().chain(self.covered.range(start..end)) {
@@ -144,13 +158,24 @@ impl Spans {
             }
             at = at.max(e);
             if at >= end {
-                return out;
+                return;
             }
         }
         if at < end {
             out.push((at, end));
         }
-        out
+    }
+
+    /// [start, end) begins at or after every covered stretch's end: it extends the newest
+    /// stretch when it touches it, else starts one.
+    fn extend_or_insert(&mut self, start: u64, end: u64) {
+        if let Some(mut last) = self.covered.last_entry() {
+            if *last.get() >= start {
+                *last.get_mut() = end.max(*last.get());
+                return;
+            }
+        }
+        self.covered.insert(start, end);
     }
 
     /// Adds [start, end) to the covered stretches, merging what it touches.
@@ -162,8 +187,7 @@ impl Spans {
                 hi = hi.max(e);
             }
         }
-        let inside: Vec<(u64, u64)> = self.covered.range(lo..=hi).map(|(s, e)| (*s, *e)).collect();
-        for (s, e) in inside {
+        while let Some((&s, &e)) = self.covered.range(lo..=hi).next() {
             hi = hi.max(e);
             self.covered.remove(&s);
         }
