@@ -87,7 +87,7 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
                 .collect();
             let reasons = check_claims(split, d, &claims, true);
             if reasons.is_empty() {
-                keep_bounds_only(split, d);
+                keep_bounds_only(split);
             }
             if reasons.is_empty() && !split.outlasting.is_empty() {
                 // Withheld shares leave the device's reading to its pod when every candidate is
@@ -361,8 +361,10 @@ fn check_claims(
             out.push(DisputeReason::ClaimWithoutCpu);
         }
     }
-    let stretch = sums.then(|| timelined_stretch(split, d)).flatten();
-    if stretch.is_some_and(|(s, hidden)| s > STRETCH_DISPUTE && hidden >= HIDDEN_SHARE) {
+    // `review` measured the stretch once for the probes' split (`lone_stretch`); by difference
+    // the claims are not summed and no stretch is read.
+    let stretch = split.lone_stretch.filter(|_| sums);
+    if stretch.is_some_and(|[s, hidden]| s > STRETCH_DISPUTE && hidden >= HIDDEN_SHARE) {
         out.push(DisputeReason::StretchedAlone);
     }
     // Without timelines, time-sliced spans absorb whatever a silent co-tenant ran: a candidate
@@ -455,9 +457,8 @@ fn timelined_stretch(split: &DeviceSplit, d: &DeviceCompute<'_>) -> Option<(f64,
 /// Claims that pass every check, from timelines stretched in lone milliseconds past
 /// [`STRETCH_TOLERANCE`] but not past the dispute's mark: the point figures are withheld (the
 /// split cannot tell an estimate's error from a small hidden tenant) and the bounds stay.
-fn keep_bounds_only(split: &mut DeviceSplit, d: &DeviceCompute<'_>) {
-    let Some((stretch, _)) = timelined_stretch(split, d).filter(|(s, _)| *s > STRETCH_TOLERANCE)
-    else {
+fn keep_bounds_only(split: &mut DeviceSplit) {
+    let Some([stretch, _]) = split.lone_stretch.filter(|[s, _]| *s > STRETCH_TOLERANCE) else {
         return;
     };
     // A process idle on its own probe's word beside stretched kernels may be the one hiding.

@@ -166,8 +166,9 @@ pub struct DeviceSplit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds_only: Option<f64>,
     /// What the stretch checks read, whether or not either fired: `[stretch, hidden]` over the
-    /// milliseconds one probe covered alone. For people tuning the tolerances against real
-    /// tenants (scripts/device/corpus), not for rules.
+    /// milliseconds one probe covered alone, measured once per probes' split
+    /// ([`super::evidence`]); shown so the tolerances can be tuned against real tenants
+    /// (scripts/device/corpus).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lone_stretch: Option<[f64; 2]>,
     /// When the device's current run of readings below [`IDLE_SHARE`] began; `None` while it
