@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use std::collections::{HashMap, HashSet};
 
 use crate::metrics::{self, EncodeOptions};
-use crate::model::compute::ActivityInputs;
+use crate::model::compute::{complete_idle_timelines, ActivityInputs};
 use crate::model::device_id::ResourceMatcher;
 use crate::model::join::{join, JoinInputs};
 use crate::model::records;
@@ -253,7 +253,7 @@ impl Sampler {
             p.dedup();
             p
         };
-        let activity = ActivityInputs {
+        let mut activity = ActivityInputs {
             cpu_cores: self.cpu.refresh(&self.cfg.nvml.procfs, &pids, now),
             probe: self
                 .feeds
@@ -269,6 +269,7 @@ impl Sampler {
                 .unwrap_or_default(),
             window_seconds: self.cfg.activity_window.as_secs_f64(),
         };
+        complete_idle_timelines(&mut activity);
         if let Some(book) = &self.feeds.probe {
             // Records only where they buy something: processes alone on their device keep
             // NVML's figure and pay nothing (model::records).

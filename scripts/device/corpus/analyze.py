@@ -10,6 +10,10 @@ Per honest tenant-read (a tenant that carries the real probe, on the GPU the dra
   accurate   of those, within max(3 points, 10 % of truth) of the kernel-time truth
   bounds     reads with gpu_process_busy_ratio_lower/_upper; `contain`: lower - 0.01 <= truth
              <= upper + 0.01 (0.01: the gauge's rounding and the truth window's edges)
+Truth per read: where the tenants logged their requests (`reqs`, runs 4 on), the solo kernel
+ms of the requests whose middle fell in the read's window [t - 5.5 s, t - 0.5 s] (tessera's
+5-s activity window, read up to a second after its sample), over 5 s; earlier runs: the
+draw's mean. `contain (draw mean)` keeps the old judgement beside it.
   false disp honest reads on a disputed split (`disputed`), and reads with neither a figure nor
              bounds (`withheld`)
 Per lying-probe read (under-claim, over-claim, silent): `caught` = the split was disputed;
@@ -27,6 +31,16 @@ SLACK = 0.01
 # How far each liar's claim is from its truth, as a multiple of the truth (tenants.py, Liar).
 LIE = {"under": 0.75, "over": 1.0, "silent": 1.0}
 MATERIAL = 0.03
+WINDOW, OFFSET = 5.0, 0.5
+
+
+def read_truth(ten, t, key="reqs"):
+    """The tenant's kernel-time truth over the read's window, or its draw mean without a log."""
+    reqs = ten.get(key)
+    if reqs is None:
+        return ten.get("truth")
+    lo, hi = t - WINDOW - OFFSET, t - OFFSET
+    return sum(k for m, k in reqs if lo <= m < hi) / 1000 / WINDOW
 
 
 def accurate(fig, truth):
@@ -48,6 +62,7 @@ class Tally:
         pct = lambda a, b: f"{100 * a / b:.0f} % ({a}/{b})" if b else "—"
         return {"coverage": pct(c["point"], c["honest"]), "accurate": pct(c["accurate"], c["point"]),
                 "bounds": pct(c["bounds"], c["honest"]), "contain": pct(c["contain"], c["bounds"]),
+                "contain_mean": pct(c["contain_mean"], c["bounds"]),
                 "disputed": pct(c["disputed"], c["honest"]), "withheld": pct(c["withheld"], c["honest"]),
                 "bounds_only": pct(c["bounds_only"], c["honest"]),
                 "caught": pct(c["caught"], c["liar"]), "charged": pct(c["charged"], c["liar"]),
@@ -85,6 +100,7 @@ def tally_draw(d):
             rows.append(row)
             continue
         for r in reads:
+            mean_truth, truth = ten["truth"], read_truth(ten, r["t"])
             v = r["p"].get(pid, [None] * 4)
             gpu = next((g for g in r["gpu"].values() if int(pid) in g.get("candidates", []) + g.get("quiet", [])), None)
             method = gpu["method"] if gpu else "absent"
@@ -110,6 +126,7 @@ def tally_draw(d):
                 row["lo"].append(lo)
                 row["hi"].append(hi)
                 t.c["contain"] += lo - SLACK <= truth <= hi + SLACK
+                t.c["contain_mean"] += lo - SLACK <= mean_truth <= hi + SLACK
             if gpu and gpu.get("bounds_only") is not None:
                 t.c["bounds_only"] += 1
             if method == "disputed":
@@ -184,11 +201,11 @@ def suite(paths):
 
 def summary(total, by_mode):
     print()
-    print("| | coverage | accurate | bounds published | bounds contain | bounds only | disputed | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| | coverage | accurate | bounds published | bounds contain | contain (draw mean) | bounds only | disputed | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t in [("all", total)] + sorted(by_mode.items()):
         r = t.row()
-        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['bounds_only']} | {r['disputed']} "
+        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['contain_mean']} | {r['bounds_only']} | {r['disputed']} "
               f"| {r['withheld']} | {r['caught']} | {r['charged']} | {r['material']} | {r['caught_material']} |")
     for name, t in sorted(by_mode.items()):
         if t.err:

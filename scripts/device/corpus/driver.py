@@ -31,19 +31,19 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TENANTS = os.path.join(HERE, "tenants.py")
-KINDS = ["hf-graph", "hf-eager", "timm", "st-embed", "train", "cbatch", "ddp", "holder"]
+KINDS = ["hf-graph", "hf-eager", "timm", "st-embed", "train", "cbatch", "ddp", "holder", "gemm"]
 # Pool slots: (slot, kind, liar). Two of the common serving kinds, one of the rest.
 TS_POOL = [("hf-graph-0", "hf-graph", None), ("hf-graph-1", "hf-graph", None),
            ("hf-eager-0", "hf-eager", None), ("timm-0", "timm", None), ("timm-1", "timm", None),
            ("st-embed-0", "st-embed", None), ("train-0", "train", None),
            ("cbatch-0", "cbatch", None), ("ddp-0", "ddp", None), ("holder-0", "holder", None),
-           ("liar-under", "timm", "under"), ("liar-over", "st-embed", "over"),
-           ("liar-silent", "train", "silent")]
+           ("liar-under", "gemm", "under"), ("liar-over", "gemm", "over"),
+           ("liar-silent", "gemm", "silent")]
 MPS_POOL = [("hf-graph-0", "hf-graph", None), ("hf-graph-1", "hf-graph", None),
             ("hf-eager-0", "hf-eager", None), ("timm-0", "timm", None),
             ("st-embed-0", "st-embed", None), ("cbatch-0", "cbatch", None),
             ("train-0", "train", None), ("holder-0", "holder", None),
-            ("liar-under", "timm", "under")]
+            ("liar-under", "gemm", "under")]
 DUR, SKIP, LEAD = 22.0, 10.0, 2.0
 URL = "http://127.0.0.1:9950"
 RUN = "/tmp/corpus-run"
@@ -273,9 +273,9 @@ def run_draw(run, d, ready):
     for t in d["tenants"]:
         r = results.get(t["slot"])
         if r:
-            t.update({k: r[k] for k in ("pid", "truth", "truth_event", "served", "late_s", "error") if k in r})
+            t.update({k: r[k] for k in ("pid", "truth", "truth_event", "served", "late_s", "error", "reqs") if k in r})
             if r1 := results.get(t["slot"] + "r1"):
-                t["rank1"] = {k: r1.get(k) for k in ("pid", "truth", "error")}
+                t["rank1"] = {k: r1.get(k) for k in ("pid", "truth", "error", "reqs")}
     return {**d, "start": st, "dur": DUR, "skip": SKIP, "reads": reads}
 
 

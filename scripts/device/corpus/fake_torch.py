@@ -22,7 +22,7 @@ torch = types.SimpleNamespace(
 
 class FakeKind:
     MS = {"hf-graph": [20, 40], "hf-eager": [60, 90], "timm": [3, 8, 25], "st-embed": [4, 9, 15],
-          "train": [30], "cbatch": [2, 3, 4, 6, 9], "ddp": [25], "holder": [0]}
+          "train": [30], "cbatch": [2, 3, 4, 6, 9], "ddp": [25], "holder": [0], "gemm": [1, 6]}
 
     def __init__(self, kind):
         self.kind, self.ms = kind, self.MS[kind]

@@ -15,7 +15,10 @@ solo kernel ms, over dur (the issue's definition: kernel-time truth); `truth_eve
 with CUDA-event ms (it counts launch gaps: higher for launch-bound eager tenants).
 
 Kinds: hf-graph, hf-eager, timm, st-embed, train, cbatch, ddp (2 ranks, NCCL, GPUs 0 and 1),
-holder (memory, a spinning core, no kernel)."""
+holder (memory, a spinning core, no kernel), gemm (bf16 matmuls; the lying probes' tenant).
+
+Every request served inside a draw is also logged, `reqs`: [mid-time, solo kernel ms], so a
+read's truth can be taken over the read's own window (analyze.py), not the draw's mean."""
 import argparse
 import fcntl
 import json
@@ -211,6 +214,27 @@ class Ddp:
         torch.cuda.synchronize()
 
 
+class Gemm:
+    """A bf16 matmul stream, as a fine-tuning or batch-scoring job runs: kernel-bound, its
+    kernel time is most of its wall time. The liars run it, so that what they lie about is
+    points of the device, not fractions of one (run 3's liars were launch-bound tenants whose
+    every lie was under a point)."""
+    SIZES = [2048, 4096]
+    WEIGHTS = [0.5, 0.5]
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        self.ab = [(torch.randn(n, n, device=DEV, dtype=torch.bfloat16),
+                    torch.randn(n, n, device=DEV, dtype=torch.bfloat16)) for n in self.SIZES]
+        self.classes, self.weights = list(range(len(self.SIZES))), self.WEIGHTS
+
+    def serve(self, i):
+        a, b = self.ab[i]
+        for _ in range(8):
+            a @ b
+        torch.cuda.synchronize()
+
+
 class Holder:
     """Holds 2 GiB of device memory and, during a draw, spins a CPU core; launches nothing.
     Its truth is 0: with its probe on it must count idle."""
@@ -244,6 +268,8 @@ def build(kind, seed, rank=0, store_file="/tmp/corpus-ddp-store"):
         return CBatch(seed)
     if kind == "ddp":
         return Ddp(seed, rank, store_file)
+    if kind == "gemm":
+        return Gemm(seed)
     raise SystemExit(f"unknown kind {kind}")
 
 
@@ -379,6 +405,7 @@ def serve_draw(w, kind, c, cal, rate_cal):
     start, dur = c["start"], c["dur"]
     end = start + dur
     served, kernel, event, late = [0] * len(w.classes), 0.0, 0.0, 0.0
+    reqs = []
     if kind == "cbatch":
         mean_len = 36
         rate = c["duty"] / (mean_len * e_ms[0] / 1000)
@@ -397,17 +424,20 @@ def serve_draw(w, kind, c, cal, rate_cal):
                 time.sleep(max(0.0, min(times[0] - now, 0.05)))
                 continue
             b = w.bucket(len(active))
+            t0 = time.time()
             w.serve(b)
             steps += 1
-            if time.time() <= end:
+            t1 = time.time()
+            if t1 <= end:
                 served[b] += 1
                 kernel += k_ms[b]
                 event += e_ms[b]
+                reqs.append([round((t0 + t1) / 2, 4), round(k_ms[b], 4)])
             active = [n - 1 for n in active if n > 1]
             if time.time() > end + 1:
                 break
         return {"served": served, "truth": kernel / 1000 / dur, "truth_event": event / 1000 / dur,
-                "steps": steps, "late_s": max(0.0, time.time() - end)}
+                "steps": steps, "late_s": max(0.0, time.time() - end), "reqs": reqs}
     r_ms = [r["event_ms"] for r in rate_cal["classes"]]
     if kind == "holder":
         while time.time() < end:
@@ -424,16 +454,19 @@ def serve_draw(w, kind, c, cal, rate_cal):
             time.sleep(d)
         i = rng.choices(w.classes, w.weights)[0]
         getattr(w, "gap", lambda: None)()
+        t0 = time.time()
         w.serve(i)
-        if time.time() <= end:
+        t1 = time.time()
+        if t1 <= end:
             served[i] += 1
             kernel += k_ms[i]
             event += e_ms[i]
+            reqs.append([round((t0 + t1) / 2, 4), round(k_ms[i], 4)])
         elif kind != "ddp":
             break
     late = max(0.0, time.time() - end)
     return {"served": served, "truth": kernel / 1000 / dur, "truth_event": event / 1000 / dur,
-            "late_s": late}
+            "late_s": late, "reqs": reqs}
 
 
 class Liar:

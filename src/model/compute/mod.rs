@@ -37,6 +37,7 @@ pub mod timeslice;
 
 use std::collections::{BTreeMap, HashMap};
 
+pub use self::probe_split::complete_idle_timelines;
 use self::probe_split::{idle_by_probe, probe_figures, split_by_probes};
 pub use self::split_types::*;
 use super::{ProcessKind, ProcessSample};

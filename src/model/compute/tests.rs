@@ -1,6 +1,7 @@
 //! The measured H100 cases (docs/validation.md) as unit tests of the split.
 
 use super::*;
+use crate::model::figures::DisputeReason;
 
 use crate::model::testkit::compute_process as proc;
 
@@ -44,6 +45,23 @@ fn run(
         now: 0.0,
         idle_since: None,
     })
+}
+
+/// The split as published: reviewed against the evidence the tenants do not control.
+fn reviewed(procs: &[ProcessSample], device: Option<f64>, act: &ActivityInputs) -> DeviceSplit {
+    let refs: Vec<&ProcessSample> = procs.iter().collect();
+    let d = DeviceCompute {
+        processes: &refs,
+        device_activity: device,
+        mps: false,
+        mig_instance: false,
+        activity: act,
+        now: 0.0,
+        idle_since: None,
+    };
+    let mut s = split(&d);
+    crate::model::evidence::review(&mut s, &d, &HashMap::new());
+    s
 }
 
 #[test]
@@ -630,6 +648,94 @@ fn a_memory_holder_the_probe_saw_launch_nothing_is_idle_whatever_its_cpu_does() 
         &activity(&[(2, 1.0)], &[(2, 0.0)]),
     );
     assert_eq!(s.method, SplitMethod::Idle);
+}
+
+#[test]
+fn a_holder_nvml_books_nothing_is_idle_beside_kernels_nvml_over_reads() {
+    // Measured on the H100 (issue 32's corpus): launch-bound tenants whose spans add up to
+    // 0.053 while NVML reads the device 0.116 (it over-reads microsecond kernels). The
+    // memory holder's probe saw nothing and NVML booked it no SM time: idle, not withheld.
+    let procs = [proc(1, Some(0.03)), proc(2, Some(0.02)), proc(3, Some(0.0))];
+    let act = activity(
+        &[(1, 0.4), (2, 0.3), (3, 1.0)],
+        &[(1, 0.033), (2, 0.02), (3, 0.0)],
+    );
+    let s = run(&procs, Some(0.116), false, &act);
+    assert_eq!(s.method, SplitMethod::Probe);
+    assert_eq!(s.quiet, vec![3], "{}", s.why);
+    assert_eq!(
+        container_activity(&s, &[3], s.share_of(3).share),
+        Activity::Idle
+    );
+    // NVML booking it time is a kernel the probe did not report (one running through the
+    // window has no record yet): not idle.
+    let booked = [
+        proc(1, Some(0.03)),
+        proc(2, Some(0.02)),
+        proc(3, Some(0.02)),
+    ];
+    let s = run(&booked, Some(0.116), false, &act);
+    assert!(!s.quiet.contains(&3), "{s:?}");
+    assert_eq!(s.share_of(3).share, None);
+    // Without NVML's per-process figure (MPS books its clients' kernels to the server) the
+    // others' kernels must explain the device, as before.
+    let unknown = [proc(1, None), proc(2, None), proc(3, None)];
+    let s = run(&unknown, Some(0.116), false, &act);
+    assert!(!s.quiet.contains(&3), "{s:?}");
+}
+
+#[test]
+fn an_old_probe_that_saw_nothing_does_not_take_the_timelines_away() {
+    // Issue 32's corpus, run 3: an idle process whose probe speaks the totals-only wire sat
+    // beside tenants with timelines; without one for it the split fell back to spans and the
+    // `claims-nothing` guard disputed every honest tenant there.
+    let [a, b] = time_sliced_pair(30.0, 10.0, 0.2, 2);
+    let procs = [proc(1, Some(0.3)), proc(2, Some(0.02)), proc(3, Some(0.02))];
+    // Tenant 2 is light: its spans add up to under a per cent of the window.
+    let mut act = activity(
+        &[(1, 0.5), (2, 0.5), (3, 0.3)],
+        &[(1, 0.3), (2, 0.005), (3, 0.0)],
+    );
+    act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
+    let before = reviewed(&procs, Some(0.6), &act);
+    assert_eq!(
+        before.disputed,
+        vec![DisputeReason::ClaimsNothing],
+        "{}",
+        before.why
+    );
+    complete_idle_timelines(&mut act);
+    let len = a.covered.len();
+    let filled = &act.probe_timelines[&3];
+    assert_eq!(filled.covered, vec![0.0; len]);
+    assert!(filled.traced.iter().all(|t| *t));
+    let s = reviewed(&procs, Some(0.6), &act);
+    assert!(s.from_timelines, "{}", s.why);
+    assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
+    assert!(s.share_of(1).share.is_some() && s.share_of(2).share.is_some());
+    // Only a probe that saw nothing: one that ran kernels and sends no timeline still leaves
+    // the device to the spans.
+    let mut busy = activity(
+        &[(1, 0.5), (2, 0.5), (3, 0.3)],
+        &[(1, 0.3), (2, 0.1), (3, 0.2)],
+    );
+    busy.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
+    complete_idle_timelines(&mut busy);
+    assert!(!busy.probe_timelines.contains_key(&3));
+    // Nor a probe tracing part of the window, nor one gone silent.
+    for tweak in [
+        (|r: &mut ProbeReading| r.traced_share = Some(0.5)) as fn(&mut ProbeReading),
+        |r: &mut ProbeReading| r.silent = true,
+    ] {
+        let mut act = activity(
+            &[(1, 0.5), (2, 0.5), (3, 0.3)],
+            &[(1, 0.3), (2, 0.1), (3, 0.0)],
+        );
+        act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
+        tweak(act.probe.get_mut(&3).unwrap());
+        complete_idle_timelines(&mut act);
+        assert!(!act.probe_timelines.contains_key(&3));
+    }
 }
 
 #[test]
