@@ -25,6 +25,8 @@ if [ -z "${COMMIT:-}" ]; then
   git -C "$ROOT" diff --quiet HEAD 2>/dev/null || COMMIT="$COMMIT+dirty"
 fi
 CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
+# NVLink multicast stays off for the DDP tenant's NCCL (the device machines' rule).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/corpus-probe.sock PYTHONUNBUFFERED=1
 rm -f "$TESSERA_PROBE_SOCKET"
 python3 -c "import torch, transformers, timm, sentence_transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'timm', timm.__version__, 'st', sentence_transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | tail -1
