@@ -7,7 +7,8 @@
 
 Per honest tenant-read (a tenant that carries the real probe, on the GPU the draw runs on):
   coverage   a point figure was published (gpu_process_busy_ratio)
-  accurate   of those, within max(3 points, 10 % of truth) of the kernel-time truth
+  accurate   of those, within max(3 points, 10 % of truth) of the kernel-time truth (not for
+             kinds without one: NO_TRUTH)
   bounds     reads with gpu_process_busy_ratio_lower/_upper; `contain`: lower - 0.01 <= truth
              <= upper + 0.01 (0.01: the gauge's rounding and the truth window's edges)
 Truth per read: where the tenants logged their requests (`reqs`, runs 4 on), the solo kernel
@@ -15,7 +16,8 @@ ms of the requests whose middle fell in the read's window [t - 5.5 s, t - 0.5 s]
 5-s activity window, read up to a second after its sample), over 5 s; earlier runs: the
 draw's mean. `contain (draw mean)` keeps the old judgement beside it.
   false disp honest reads on a disputed split (`disputed`), and reads with neither a figure nor
-             bounds (`withheld`)
+             bounds (`withheld`); a disputed split in a draw with a lying probe on the device
+             counts apart (`disputed beside a liar`): there the alarm is right
 Per lying-probe read (under-claim, over-claim, silent): `caught` = the split was disputed;
 `charged` = the liar got a point figure anyway. Honest reads whose point figure was withheld
 for bounds (a stretch short of a dispute, `bounds_only` on /debug/attribution) count in
@@ -32,6 +34,11 @@ SLACK = 0.01
 LIE = {"under": 0.75, "over": 1.0, "silent": 1.0}
 MATERIAL = 0.03
 WINDOW, OFFSET = 5.0, 0.5
+# Kinds whose calibrated truth is not a kernel-time truth: a DDP rank's NCCL kernels wait for
+# its peer, so their spans alone depend on the peer's timing (run 4: rank 0 calibrated 5.4 ms
+# a step, rank 1 2.8 ms, for the same step). Their reads count for coverage and disputes, not
+# for accuracy or bounds; docs/validation.md sets them beside NVML's bookings.
+NO_TRUTH = {"ddp"}
 
 
 def read_truth(ten, t, key="reqs"):
@@ -60,10 +67,11 @@ class Tally:
     def row(self):
         c = self.c
         pct = lambda a, b: f"{100 * a / b:.0f} % ({a}/{b})" if b else "—"
-        return {"coverage": pct(c["point"], c["honest"]), "accurate": pct(c["accurate"], c["point"]),
-                "bounds": pct(c["bounds"], c["honest"]), "contain": pct(c["contain"], c["bounds"]),
-                "contain_mean": pct(c["contain_mean"], c["bounds"]),
+        return {"coverage": pct(c["point"], c["honest"]), "accurate": pct(c["accurate"], c["judged"]),
+                "bounds": pct(c["bounds"], c["honest"]), "contain": pct(c["contain"], c["bounds_judged"]),
+                "contain_mean": pct(c["contain_mean"], c["bounds_judged"]),
                 "disputed": pct(c["disputed"], c["honest"]), "withheld": pct(c["withheld"], c["honest"]),
+                "beside_liar": pct(c["beside_liar"], c["honest"]),
                 "bounds_only": pct(c["bounds_only"], c["honest"]),
                 "caught": pct(c["caught"], c["liar"]), "charged": pct(c["charged"], c["liar"]),
                 "material": pct(c["material"], c["liar"]), "caught_material": pct(c["caught_material"], c["material"])}
@@ -92,15 +100,18 @@ def tally_draw(d):
     t = Tally()
     rows = []
     reads = [r for r in d["reads"] if "p" in r]
+    # A split disputed where a lying probe shares the device is the alarm working: counted
+    # apart (`beside a liar`), not as a false dispute of its honest co-tenants.
+    liar_here = any(t.get("liar") and t.get("pid") is not None for t in d["tenants"])
     for ten in d["tenants"]:
         pid, truth = str(ten.get("pid")), ten.get("truth")
         row = {"slot": ten["slot"], "kind": ten["kind"], "liar": ten.get("liar"), "duty": ten["duty"],
                "truth": truth, "error": ten.get("error"), "figs": [], "lo": [], "hi": [], "methods": defaultdict(int)}
-        if ten.get("pid") is None or truth is None:
+        if ten.get("pid") is None or (truth is None and not ten.get("liar")):
             rows.append(row)
             continue
         for r in reads:
-            mean_truth, truth = ten["truth"], read_truth(ten, r["t"])
+            mean_truth, truth = ten.get("truth"), read_truth(ten, r["t"])
             v = r["p"].get(pid, [None] * 4)
             gpu = next((g for g in r["gpu"].values() if int(pid) in g.get("candidates", []) + g.get("quiet", [])), None)
             method = gpu["method"] if gpu else "absent"
@@ -110,26 +121,32 @@ def tally_draw(d):
                 t.c["liar"] += 1
                 t.c["caught"] += method == "disputed"
                 t.c["charged"] += fig is not None
-                material = LIE.get(ten["liar"], 1.0) * truth >= MATERIAL
+                material = truth is not None and LIE.get(ten["liar"], 1.0) * truth >= MATERIAL
                 t.c["material"] += material
                 t.c["caught_material"] += material and method == "disputed"
                 continue
             t.c["honest"] += 1
+            judged = ten["kind"] not in NO_TRUTH
             if fig is not None:
                 t.c["point"] += 1
                 row["figs"].append(fig)
-                if accurate(fig, truth):
-                    t.c["accurate"] += 1
-                t.err.append(fig - truth)
+                if judged:
+                    t.c["judged"] += 1
+                    t.c["accurate"] += accurate(fig, truth)
+                    t.err.append(fig - truth)
             if lo is not None and hi is not None:
                 t.c["bounds"] += 1
                 row["lo"].append(lo)
                 row["hi"].append(hi)
-                t.c["contain"] += lo - SLACK <= truth <= hi + SLACK
-                t.c["contain_mean"] += lo - SLACK <= mean_truth <= hi + SLACK
+                if judged:
+                    t.c["bounds_judged"] += 1
+                    t.c["contain"] += lo - SLACK <= truth <= hi + SLACK
+                    t.c["contain_mean"] += lo - SLACK <= mean_truth <= hi + SLACK
             if gpu and gpu.get("bounds_only") is not None:
                 t.c["bounds_only"] += 1
-            if method == "disputed":
+            if method == "disputed" and liar_here:
+                t.c["beside_liar"] += 1
+            elif method == "disputed":
                 t.c["disputed"] += 1
             elif fig is None and lo is None:
                 t.c["withheld"] += 1
@@ -157,6 +174,7 @@ def corpus(paths):
             name = r["kind"] + (f" (liar: {r['liar']})" if r["liar"] else "")
             fig = mean(r["figs"])
             verdict = r["error"] or ("" if fig is None or r["truth"] is None else
+                                     "not judged (no kernel truth)" if r["kind"] in NO_TRUTH else
                                      ("within" if accurate(fig, r["truth"]) else f"{100 * (fig - r['truth']):+.1f} pts"))
             print(f"| {d['draw'] if i == 0 else ''} | {name} | {r['duty']} | {fmt(r['truth'])} | {fmt(fig)} "
                   f"| {fmt(mean(r['lo']))} / {fmt(mean(r['hi']))} | "
@@ -201,11 +219,11 @@ def suite(paths):
 
 def summary(total, by_mode):
     print()
-    print("| | coverage | accurate | bounds published | bounds contain | contain (draw mean) | bounds only | disputed | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| | coverage | accurate | bounds published | bounds contain | contain (draw mean) | bounds only | disputed | disputed beside a liar | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t in [("all", total)] + sorted(by_mode.items()):
         r = t.row()
-        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['contain_mean']} | {r['bounds_only']} | {r['disputed']} "
+        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['contain_mean']} | {r['bounds_only']} | {r['disputed']} | {r['beside_liar']} "
               f"| {r['withheld']} | {r['caught']} | {r['charged']} | {r['material']} | {r['caught_material']} |")
     for name, t in sorted(by_mode.items()):
         if t.err:

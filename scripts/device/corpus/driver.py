@@ -272,6 +272,10 @@ def run_draw(run, d, ready):
             results[n] = {"slot": n, "error": "no result (crashed or late)"}
     for t in d["tenants"]:
         r = results.get(t["slot"])
+        if t["slot"] in ready and "pid" in ready[t["slot"]]:
+            # Without its result a tenant's reads still count where no truth is needed (was a
+            # liar's split disputed?): run 4's over-claiming liar never wrote its result.
+            t["pid"] = ready[t["slot"]]["pid"]
         if r:
             t.update({k: r[k] for k in ("pid", "truth", "truth_event", "served", "late_s", "error", "reqs") if k in r})
             if r1 := results.get(t["slot"] + "r1"):

@@ -352,10 +352,15 @@ fn check_claims(
         let Some(p) = d.processes.iter().find(|p| p.pid == *pid) else {
             continue;
         };
-        if *claim < IDLE_SHARE && p.sm_utilization.is_some_and(|v| v >= NVML_BOOKED) {
+        // What the probe itself says it ran, not the share the split gave it: a timeline
+        // split deflates a light tenant's share below its spans, and NVML books microsecond
+        // kernels many times over (run 4: honest `st-embed` and `hf-eager` split to 0.004–0.007
+        // while NVML booked them 0.05–0.12). Spans under a per cent met bookings of at most
+        // 0.04 over 374 honest reads (runs 2–4).
+        let raw = probe.get(pid).and_then(|r| r.busy_ratio).unwrap_or(*claim);
+        if raw < IDLE_SHARE && p.sm_utilization.is_some_and(|v| v >= NVML_BOOKED) {
             out.push(DisputeReason::NvmlBooked);
         }
-        let raw = probe.get(pid).and_then(|r| r.busy_ratio).unwrap_or(*claim);
         let cpu = d.activity.cpu_cores.get(pid);
         if raw >= CLAIM_NEEDS_CPU && cpu.is_some_and(|c| *c < QUIET_CPU_CORES) {
             out.push(DisputeReason::ClaimWithoutCpu);
@@ -381,7 +386,8 @@ fn check_claims(
         .iter()
         .any(|r| r.traced_share.is_some_and(|t| t < 0.98));
     if sums && !d.mig_instance {
-        if let Some(device) = split.device_activity {
+        // The claims cover the probes' window; so must the device's figure they are held to.
+        if let Some(device) = split.device_window.or(split.device_activity) {
             let given: f64 = claims.iter().map(|(_, c)| c).sum();
             if !duty_cycled
                 && device - given > CLAIM_TOLERANCE

@@ -65,6 +65,7 @@ impl Case {
             activity: &self.act,
             now: 0.0,
             idle_since: None,
+            recent_activity: &[],
         };
         let mut s = split(&d);
         let owners: HashMap<u32, &PodRef> = self.owners.iter().map(|(p, o)| (*p, o)).collect();
@@ -189,6 +190,41 @@ fn nvml_booking_a_process_that_claims_nothing_disputes_the_probe_split() {
         s.disputed
     );
     assert_eq!(s.share_of(2).share, None, "the co-tenant is not charged");
+}
+
+#[test]
+fn a_light_tenant_split_below_a_per_cent_is_weighed_by_what_its_probe_ran() {
+    // Run 4 of issue 32's corpus: an honest sentence-embedding tenant's spans 0.012 beside a
+    // DDP rank's; the timeline split gave it 0.004 while NVML booked it 0.05 (NVML books
+    // microsecond kernels many times over). Its probe claimed kernels: not `nvml-booked`.
+    // Tenant 1's one millisecond is shared with tenant 2's kernels, which explain most of it.
+    let light = ProbeTimeline {
+        covered: (0..100).map(|k| if k < 10 { 0.9 } else { 0.0 }).collect(),
+        solo: (0..100).map(|k| if k < 10 { 0.1 } else { 0.0 }).collect(),
+        traced: vec![true; 100],
+    };
+    let busy = ProbeTimeline {
+        covered: (0..100).map(|k| if k < 10 { 0.9 } else { 0.0 }).collect(),
+        solo: (0..100).map(|k| if k < 10 { 0.8 } else { 0.0 }).collect(),
+        traced: vec![true; 100],
+    };
+    let mut c = Case::new(0.1)
+        .with(1, Some(0.05), pod("a", "p", "c"))
+        .with(2, Some(0.08), pod("b", "q", "c"))
+        .probe(1, reading(0.012))
+        .probe(2, reading(0.08));
+    c.act.probe_timelines = HashMap::from([(1, light), (2, busy)]);
+    let s = c.run();
+    assert!(s.from_timelines, "{}", s.why);
+    assert!(s.share_of(1).share.is_some_and(|v| v < 0.01), "{s:?}");
+    assert!(!s.disputed.contains(&DisputeReason::NvmlBooked), "{s:?}");
+    // Spans under a per cent against the same booking are a probe hiding what NVML saw.
+    let c = Case::new(0.1)
+        .with(1, Some(0.05), pod("a", "p", "c"))
+        .with(2, Some(0.08), pod("b", "q", "c"))
+        .probe(1, reading(0.004))
+        .probe(2, reading(0.08));
+    assert!(c.run().disputed.contains(&DisputeReason::NvmlBooked));
 }
 
 #[test]
@@ -377,6 +413,7 @@ fn a_mig_instance_run_by_one_containers_processes_is_that_containers() {
         activity: &case.act,
         now: 0.0,
         idle_since: None,
+        recent_activity: &[],
     };
     let mut s = split(&d);
     assert_eq!(s.method, SplitMethod::Withheld);

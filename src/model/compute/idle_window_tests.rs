@@ -23,6 +23,7 @@ fn readings(act: &ActivityInputs, mig: bool, seq: &[(f64, f64)]) -> Vec<DeviceSp
     let procs = [alone(1)];
     let refs: Vec<&ProcessSample> = procs.iter().collect();
     let mut idle_since = None;
+    let mut recent = Vec::new();
     seq.iter()
         .map(|&(now, device)| {
             let s = split(&DeviceCompute {
@@ -33,11 +34,43 @@ fn readings(act: &ActivityInputs, mig: bool, seq: &[(f64, f64)]) -> Vec<DeviceSp
                 activity: act,
                 now,
                 idle_since,
+                recent_activity: &recent,
             });
             idle_since = s.idle_since;
+            recent = s.recent_activity.clone();
             s
         })
         .collect()
+}
+
+#[test]
+fn the_claims_are_weighed_against_the_devices_mean_over_the_window() {
+    // Issue 32, run 4: a bursty tenant's second read 0.35 between seconds of 0.02–0.08; the
+    // probes' claims cover five seconds, and so must the figure they are held to.
+    let act = busy_cpu();
+    let s = readings(
+        &act,
+        false,
+        &[
+            (1.0, 0.02),
+            (2.0, 0.08),
+            (3.0, 0.04),
+            (4.0, 0.06),
+            (5.0, 0.35),
+            (6.0, 0.05),
+        ],
+    );
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert_eq!(s[0].device_window, Some(0.02));
+    assert!((s[4].device_window.unwrap() - mean(&[0.02, 0.08, 0.04, 0.06, 0.35])).abs() < 1e-12);
+    // A reading as old as the window has left it.
+    assert!((s[5].device_window.unwrap() - mean(&[0.08, 0.04, 0.06, 0.35, 0.05])).abs() < 1e-12);
+    assert_eq!(s[5].recent_activity.len(), 5);
+    // The device's own reading stays the second's.
+    assert_eq!(s[4].device_activity, Some(0.35));
+    // A clock stepped back forgets what it can no longer place.
+    let s = readings(&act, false, &[(10.0, 0.5), (3.0, 0.1)]);
+    assert_eq!(s[1].device_window, Some(0.1));
 }
 
 fn verdict(s: &DeviceSplit) -> Activity {

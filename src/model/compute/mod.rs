@@ -70,7 +70,9 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             candidates.push(p.pid);
         }
     }
-    let (seen_idle, unexplained) = idle_by_probe(&candidates, d);
+    let recent_activity = recent_readings(d);
+    let device_window = window_mean(d.device_activity, &recent_activity);
+    let (seen_idle, unexplained) = idle_by_probe(&candidates, d, device_window);
     candidates.retain(|pid| !seen_idle.contains(pid));
     quiet.extend(&seen_idle);
     let mut probe_idle = seen_idle;
@@ -114,6 +116,8 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         idle_unsettled,
         bounds_only: None,
         lone_stretch: None,
+        device_window,
+        recent_activity,
         shares: HashMap::new(),
     };
     if candidates.is_empty() {
@@ -236,6 +240,29 @@ fn settle_idle(
 
 /// How much of the window a run of idle readings must span (as the CPU history must).
 const WINDOW_SPANNED: f64 = 0.8;
+
+/// The device's readings over the probes' window: the previous sample's, less those older
+/// than the window, and this one. A clock stepped back drops the older ones.
+fn recent_readings(d: &DeviceCompute<'_>) -> Vec<(f64, f64)> {
+    let window = d.activity.window_seconds;
+    let mut out: Vec<(f64, f64)> = d
+        .recent_activity
+        .iter()
+        .copied()
+        .filter(|(t, _)| *t < d.now && d.now - *t < window)
+        .collect();
+    if let Some(a) = d.device_activity {
+        out.push((d.now, a));
+    }
+    out
+}
+
+/// The mean of the readings (each covers the sampler's interval before it); `None` without
+/// this sample's own reading, which the window must end with.
+fn window_mean(now: Option<f64>, readings: &[(f64, f64)]) -> Option<f64> {
+    now?;
+    Some(readings.iter().map(|(_, a)| a).sum::<f64>() / readings.len().max(1) as f64)
+}
 
 /// When the device's run of idle readings began (`None` unless it reads idle now), and
 /// whether that run spans the window. NVML's device utilization is a snapshot of the last

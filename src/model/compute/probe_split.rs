@@ -12,6 +12,7 @@ use super::timeslice::{
     aligned, held_by_others, outlasting_why, timeline_shares, Held, ProbeStages,
     MIN_COMMON_TRACED_MS,
 };
+use crate::model::compute::evidence::NVML_BOOKED;
 
 /// Each candidate's probe figure over the window, for those whose probe has one: its kernel
 /// busy time, or a throttled probe's coverage of the milliseconds it traced.
@@ -270,50 +271,53 @@ const EXPLAINED_SLACK: f64 = 0.02;
 
 /// Candidates whose probe, records on for the whole window, reported no kernel: idle whatever
 /// their CPU does (a process that holds memory and spins a core). A kernel still running
-/// has no record yet, so this holds only where that cannot hide: the device is idle, NVML
-/// booked the process no SM time (it books every context that ran a kernel in a sample, a
-/// kernel running through the window included: evidence the tenant does not control), or the
-/// other candidates all carry the probe and their kernels explain the device's busy time.
-/// The last alone left honest memory holders withheld beside launch-bound tenants, whose
-/// microsecond kernels NVML's device figure over-reads (issue 32's corpus: 25 of 28 withheld
-/// honest reads). A probe with records off reports itself off and has no reading, so it is
-/// never idle here.
+/// has no record yet, so this holds only where that cannot hide: the device is idle, or the
+/// other candidates all carry the probe and what they ran explains the device's busy time
+/// over the window. What each ran is the larger of its probe's figure and NVML's booking:
+/// NVML over-reads microsecond kernels, so launch-bound tenants' spans alone left honest
+/// memory holders withheld beside them (issue 32's corpus, run 3: 25 of 28 withheld honest
+/// reads), while NVML's bookings are evidence no tenant controls. A process NVML books time
+/// is not idle on its probe's word. A probe with records off reports itself off and has no
+/// reading, so it is never idle here.
 ///
 /// Returns those idle, and those whose probe saw nothing where that is not enough: their
 /// share is withheld rather than read as 0.
-pub(super) fn idle_by_probe(candidates: &[u32], d: &DeviceCompute<'_>) -> (Vec<u32>, Vec<u32>) {
+pub(super) fn idle_by_probe(
+    candidates: &[u32],
+    d: &DeviceCompute<'_>,
+    device_window: Option<f64>,
+) -> (Vec<u32>, Vec<u32>) {
     let saw_nothing = |pid: &u32| d.activity.probe.get(pid).is_some_and(saw_nothing);
     let (idle, others): (Vec<u32>, Vec<u32>) = candidates.iter().partition(|p| saw_nothing(p));
     if idle.is_empty() {
         return (idle, Vec::new());
     }
-    let nvml_booked_nothing = |pid: &u32| {
+    // The others' claims cover the window: weigh them against the device's mean over it.
+    let Some(device) = device_window else {
+        return (Vec::new(), idle);
+    };
+    if device < IDLE_SHARE {
+        return (idle, Vec::new());
+    }
+    let nvml = |pid: &u32| {
         d.processes
             .iter()
             .find(|p| p.pid == *pid)
             .and_then(|p| p.sm_utilization)
-            .is_some_and(|v| v < IDLE_SHARE)
     };
-    let (idle, undecided): (Vec<u32>, Vec<u32>) =
-        idle.into_iter().partition(|p| nvml_booked_nothing(p));
-    if undecided.is_empty() {
-        return (idle, Vec::new());
-    }
-    let Some(device) = d.device_activity else {
-        return (idle, undecided);
-    };
-    if device < IDLE_SHARE {
-        return ([idle, undecided].concat(), Vec::new());
-    }
+    let (idle, booked): (Vec<u32>, Vec<u32>) = idle
+        .into_iter()
+        .partition(|pid| nvml(pid).is_none_or(|v| v < NVML_BOOKED));
     let explained: Option<f64> = others
         .iter()
-        .map(|pid| d.activity.probe.get(pid)?.busy_ratio)
+        .map(|pid| {
+            let probe = d.activity.probe.get(pid)?.busy_ratio?;
+            Some(probe.max(nvml(pid).unwrap_or(0.0)))
+        })
         .sum();
     match explained {
-        Some(e) if e + EXPLAINED_SLACK >= device * EXPLAINED_SHARE => {
-            ([idle, undecided].concat(), Vec::new())
-        }
-        _ => (idle, undecided),
+        Some(e) if e + EXPLAINED_SLACK >= device * EXPLAINED_SHARE => (idle, booked),
+        _ => (Vec::new(), [idle, booked].concat()),
     }
 }
 

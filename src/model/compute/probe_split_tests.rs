@@ -43,6 +43,7 @@ fn run(device: f64, mps: bool, tenants: &[(f64, ProbeTimeline)]) -> DeviceSplit 
         activity: &act,
         now: 0.0,
         idle_since: None,
+        recent_activity: &[],
     };
     let mut s = split(&d);
     review(&mut s, &d, &HashMap::new());

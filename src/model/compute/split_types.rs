@@ -179,6 +179,15 @@ pub struct DeviceSplit {
     /// does not make its container idle.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub idle_unsettled: bool,
+    /// The mean of the device's readings over the probes' window, this one included: what the
+    /// claims' checks weigh. A reading covers only the time since the previous sample (a
+    /// second), the probes' claims the whole window; bursty tenants made the second's figure
+    /// swing from 0.02 to 0.35 within one draw and dispute honest claims (issue 32, run 4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_window: Option<f64>,
+    /// The readings `device_window` averages, `(time, reading)`: carried to the next sample.
+    #[serde(skip)]
+    pub recent_activity: Vec<(f64, f64)>,
     #[serde(skip)]
     pub shares: HashMap<u32, ProcessShare>,
 }
@@ -213,4 +222,6 @@ pub struct DeviceCompute<'a> {
     pub now: f64,
     /// When the device's run of idle readings began, as the previous sample left it.
     pub idle_since: Option<f64>,
+    /// The device's earlier readings, `(time, reading)`, as the previous sample left them.
+    pub recent_activity: &'a [(f64, f64)],
 }

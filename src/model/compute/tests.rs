@@ -44,6 +44,7 @@ fn run(
         activity: act,
         now: 0.0,
         idle_since: None,
+        recent_activity: &[],
     })
 }
 
@@ -58,6 +59,7 @@ fn reviewed(procs: &[ProcessSample], device: Option<f64>, act: &ActivityInputs) 
         activity: act,
         now: 0.0,
         idle_since: None,
+        recent_activity: &[],
     };
     let mut s = split(&d);
     crate::model::evidence::review(&mut s, &d, &HashMap::new());
@@ -651,37 +653,39 @@ fn a_memory_holder_the_probe_saw_launch_nothing_is_idle_whatever_its_cpu_does() 
 }
 
 #[test]
-fn a_holder_nvml_books_nothing_is_idle_beside_kernels_nvml_over_reads() {
-    // Measured on the H100 (issue 32's corpus): launch-bound tenants whose spans add up to
-    // 0.053 while NVML reads the device 0.116 (it over-reads microsecond kernels). The
-    // memory holder's probe saw nothing and NVML booked it no SM time: idle, not withheld.
-    let procs = [proc(1, Some(0.03)), proc(2, Some(0.02)), proc(3, Some(0.0))];
-    let act = activity(
-        &[(1, 0.4), (2, 0.3), (3, 1.0)],
-        &[(1, 0.033), (2, 0.02), (3, 0.0)],
-    );
-    let s = run(&procs, Some(0.116), false, &act);
+fn a_holder_is_idle_where_nvmls_bookings_explain_what_spans_alone_do_not() {
+    // Measured on the H100 (issue 32's corpus, run 3, ts-5): launch-bound tenants whose spans
+    // add up to 0.053 while NVML reads the device 0.116 (it over-reads microsecond kernels)
+    // and books them 0.02 / 0 / 0.05 / 0. The memory holder's probe saw nothing, NVML booked
+    // it nothing: idle, not withheld.
+    let procs = [
+        proc(1, Some(0.02)),
+        proc(2, Some(0.0)),
+        proc(3, Some(0.05)),
+        proc(4, Some(0.0)),
+        proc(5, Some(0.0)),
+    ];
+    let spans = [(1, 0.016), (2, 0.0096), (3, 0.0167), (4, 0.0109), (5, 0.0)];
+    let cpu = [(1, 0.4), (2, 0.3), (3, 0.3), (4, 0.3), (5, 1.0)];
+    let s = run(&procs, Some(0.116), false, &activity(&cpu, &spans));
     assert_eq!(s.method, SplitMethod::Probe);
-    assert_eq!(s.quiet, vec![3], "{}", s.why);
+    assert_eq!(s.quiet, vec![5], "{}", s.why);
     assert_eq!(
-        container_activity(&s, &[3], s.share_of(3).share),
+        container_activity(&s, &[5], s.share_of(5).share),
         Activity::Idle
     );
+    // Spans alone (before): 0.053 + 0.02 < 0.8 x 0.116, so the holder was withheld.
+    let unknown: Vec<ProcessSample> = (1..=5).map(|pid| proc(pid, None)).collect();
+    let s = run(&unknown, Some(0.116), false, &activity(&cpu, &spans));
+    assert!(!s.quiet.contains(&5), "{s:?}");
+    assert_eq!(s.share_of(5).share, None);
     // NVML booking it time is a kernel the probe did not report (one running through the
     // window has no record yet): not idle.
-    let booked = [
-        proc(1, Some(0.03)),
-        proc(2, Some(0.02)),
-        proc(3, Some(0.02)),
-    ];
-    let s = run(&booked, Some(0.116), false, &act);
-    assert!(!s.quiet.contains(&3), "{s:?}");
-    assert_eq!(s.share_of(3).share, None);
-    // Without NVML's per-process figure (MPS books its clients' kernels to the server) the
-    // others' kernels must explain the device, as before.
-    let unknown = [proc(1, None), proc(2, None), proc(3, None)];
-    let s = run(&unknown, Some(0.116), false, &act);
-    assert!(!s.quiet.contains(&3), "{s:?}");
+    let mut booked = procs.clone();
+    booked[4] = proc(5, Some(0.06));
+    let s = run(&booked, Some(0.116), false, &activity(&cpu, &spans));
+    assert!(!s.quiet.contains(&5), "{s:?}");
+    assert_eq!(s.share_of(5).share, None);
 }
 
 #[test]

@@ -243,16 +243,17 @@ fn containers(
 }
 
 /// A device's reading this sample, and where its run of idle readings stood.
-struct DeviceReading {
+struct DeviceReading<'b> {
     activity: Option<f64>,
     now: f64,
     idle_since: Option<f64>,
+    recent_activity: &'b [(f64, f64)],
 }
 
 /// Splits one device's compute among its processes; see [`compute`].
 fn split_device(
     facts: &DeviceFacts<'_>,
-    device: DeviceReading,
+    device: DeviceReading<'_>,
     mode: SharingMode,
     mig_instance: bool,
     activity: &ActivityInputs,
@@ -278,6 +279,7 @@ fn split_device(
         activity,
         now: device.now,
         idle_since: device.idle_since,
+        recent_activity: device.recent_activity,
     };
     let mut split = compute::split(&d);
     evidence::review(&mut split, &d, &owners);
@@ -338,14 +340,17 @@ impl GpuInputs<'_> {
         ev.mig_enabled_gpu = mig_enabled_gpu;
         let (mode, why) = decide(&ev);
         let device = match mig {
-            Some(m) => DeviceReading {
-                activity: m.gpm.map(|a| a.sm_activity),
-                now: self.now,
-                idle_since: self
+            Some(m) => {
+                let before = self
                     .before
-                    .and_then(|v| v.mig.iter().find(|b| b.uuid == m.uuid))
-                    .and_then(|b| b.compute.idle_since),
-            },
+                    .and_then(|v| v.mig.iter().find(|b| b.uuid == m.uuid));
+                DeviceReading {
+                    activity: m.gpm.map(|a| a.sm_activity),
+                    now: self.now,
+                    idle_since: before.and_then(|b| b.compute.idle_since),
+                    recent_activity: before.map_or(&[], |b| &b.compute.recent_activity),
+                }
+            }
             // On a MIG GPU compute is split per instance; the GPU level runs nothing itself.
             None => DeviceReading {
                 activity: if mig_enabled_gpu {
@@ -355,6 +360,7 @@ impl GpuInputs<'_> {
                 },
                 now: self.now,
                 idle_since: self.before.and_then(|v| v.compute.idle_since),
+                recent_activity: self.before.map_or(&[], |v| &v.compute.recent_activity),
             },
         };
         let split = split_device(&facts, device, mode, mig.is_some(), self.activity);

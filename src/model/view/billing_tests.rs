@@ -35,6 +35,8 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         idle_unsettled: false,
         bounds_only: None,
         lone_stretch: None,
+        device_window: None,
+        recent_activity: Vec::new(),
         shares: HashMap::new(),
     }
 }
