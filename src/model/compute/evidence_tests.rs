@@ -218,13 +218,33 @@ fn a_light_tenant_split_below_a_per_cent_is_weighed_by_what_its_probe_ran() {
     assert!(s.from_timelines, "{}", s.why);
     assert!(s.share_of(1).share.is_some_and(|v| v < 0.01), "{s:?}");
     assert!(!s.disputed.contains(&DisputeReason::NvmlBooked), "{s:?}");
-    // Spans under a per cent against the same booking are a probe hiding what NVML saw.
+    // Spans under a per cent and no kernel against the same booking: a probe hiding what NVML
+    // saw.
     let c = Case::new(0.1)
         .with(1, Some(0.05), pod("a", "p", "c"))
         .with(2, Some(0.08), pod("b", "q", "c"))
         .probe(1, reading(0.004))
         .probe(2, reading(0.08));
     assert!(c.run().disputed.contains(&DisputeReason::NvmlBooked));
+    // Run 6: an honest embedding tenant's 2,088 kernels a second, spans 0.0078, booked 0.06
+    // by NVML: its over-read, not a contradiction. Ten times the booking is one.
+    let busy_micro = |booked: f64| {
+        let mut c = Case::new(0.1)
+            .with(1, Some(booked), pod("a", "p", "c"))
+            .with(2, Some(0.08), pod("b", "q", "c"))
+            .probe(
+                1,
+                ProbeReading {
+                    window_kernels: Some(10_440),
+                    ..reading(0.0078)
+                },
+            )
+            .probe(2, reading(0.08));
+        c.act.window_seconds = 5.0;
+        c.run().disputed.contains(&DisputeReason::NvmlBooked)
+    };
+    assert!(!busy_micro(0.06));
+    assert!(busy_micro(0.6));
 }
 
 #[test]
