@@ -7,7 +7,6 @@ pub mod cluster;
 pub mod cpu;
 pub mod dra;
 pub mod fleet;
-mod options;
 pub mod plan;
 pub mod probe;
 pub mod repeat;
@@ -16,8 +15,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-
-pub use options::DemoArgs;
 
 use crate::fakes::apiserver::{FakeApiServer, FakeCluster};
 use crate::fakes::kubelet::FakeKubelet;
