@@ -3,31 +3,36 @@
 #
 #   scripts/image.sh                       # -> target/image/tessera-<version>.oci.tar
 #   scripts/image.sh --push docker://registry.example.com/tessera:0.1.0
-#   scripts/image.sh --run-demo            # then run it: --demo on http://127.0.0.1:9949/metrics
+#   scripts/image.sh --run-fake-nvml       # then run it on 9 fake GPUs: http://127.0.0.1:9949/metrics
 #
-# The image holds the release binary, exactly the shared libraries `ldd` lists for it and for the
-# fake NVML library (glibc, libgcc_s, libm, the loader), the CA roots (kube's client trusts them
-# for a kubeconfig whose server has a public certificate; in-cluster it uses the service account's
-# CA), /etc/passwd and /etc/group for user 65534, an empty /tmp, and libfake_nvml.so beside the
-# binary so `--demo` works in the container. The real libnvidia-ml.so.1 is not in it: the NVIDIA
-# container runtime mounts the node's driver library at run time.
+# The binary is built without the demo (`--no-default-features`: no src/demo, no src/fakes, no
+# fake NVML); in the image `--demo` stops with exit code 2. The image holds that release binary,
+# exactly the shared libraries `ldd` lists for it (glibc, libgcc_s, libm, the loader), the CUDA
+# probe library, the CA roots (kube's client trusts them for a kubeconfig whose server has a
+# public certificate; in-cluster it uses the service account's CA), /etc/passwd and /etc/group
+# for user 65534, and an empty /tmp. The real libnvidia-ml.so.1 is not in it: the NVIDIA
+# container runtime mounts the node's driver library at run time. `--run-fake-nvml` does the
+# same with the fake NVML (crates/fake-nvml) and its demo scenario, read-only: GPUs, no pods.
 #
 # Layout is merged-/usr like Debian (/lib, /lib64 -> usr/...), so the NVIDIA runtime's ldconfig
 # hook and dlopen("libnvidia-ml.so.1") find a driver library mounted into /usr/lib/<triplet>.
 #
 # Storage is private to this run (vfs under a temp dir): nothing is left in /var/lib/containers.
-# Environment: IMAGE_OUT (default target/image), CARGO_BUILD=0 to use existing release artefacts.
+# Environment: IMAGE_OUT (default target/image), CARGO_BUILD=0 to use existing release artefacts
+# (target/release/tessera must then be a --no-default-features build). After building the image's
+# binary it builds the default one again, so target/release/tessera keeps `--demo` for the
+# scripts that run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${IMAGE_OUT:-$ROOT/target/image}
 push=""
-run_demo=0
+run_fake=0
 while (($#)); do
   case $1 in
     --push) push=${2:?--push needs a destination such as docker://host/tessera:TAG}; shift 2 ;;
-    --run-demo) run_demo=1; shift ;;
-    *) echo "usage: scripts/image.sh [--push DEST] [--run-demo]" >&2; exit 2 ;;
+    --run-fake-nvml) run_fake=1; shift ;;
+    *) echo "usage: scripts/image.sh [--push DEST] [--run-fake-nvml]" >&2; exit 2 ;;
   esac
 done
 for tool in buildah ldd python3; do
@@ -37,16 +42,19 @@ done
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml","rb"))["package"]["version"])')
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [[ ${CARGO_BUILD:-1} != 0 ]]; then
-  cargo build --release -q -p tessera -p fake-nvml
+  cargo build --release -q -p tessera --no-default-features
 fi
 bin=target/release/tessera
-# The copy in deps/ is the one cargo refreshes on every build (see src/demo/mod.rs).
-fake=target/release/deps/libfake_nvml.so
 # The CUDA probe the cuda-probe overlay copies onto each node for workload pods.
 probe=target/release/deps/libtessera_probe.so
-for f in "$bin" "$fake" "$probe"; do
-  [[ -f $f ]] || { echo "image.sh: $f is missing (cargo build --release -p tessera -p fake-nvml)" >&2; exit 1; }
+for f in "$bin" "$probe"; do
+  [[ -f $f ]] || { echo "image.sh: $f is missing (cargo build --release -p tessera --no-default-features)" >&2; exit 1; }
 done
+# A string only the demo's code holds: the image never ships a binary with the demo in it.
+if grep -qa 'serving the built-in DEMO node' "$bin"; then
+  echo "image.sh: $bin has the demo built in; build it with cargo build --release -p tessera --no-default-features" >&2
+  exit 1
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-image.XXXXXX")
 ctr=""
@@ -66,12 +74,11 @@ chmod 1777 "$fs/tmp"
 # Symbols stripped: the release build keeps them for local debugging, the image has no use for
 # them (5 MB of a 30 MB budget).
 install -s -m 0755 "$bin" "$fs/opt/tessera/tessera"
-install -m 0755 "$fake" "$fs/opt/tessera/libfake_nvml.so"
 install -m 0755 "$probe" "$fs/opt/tessera/libtessera_probe.so"
 
-# Every library either ELF file needs, at the path the loader looks it up under (/lib/... and
+# Every library the binary needs, at the path the loader looks it up under (/lib/... and
 # /lib64/... land in usr/ through the symlinks above).
-libs=$( (ldd "$bin"; ldd "$fake") | awk '/=> \// {print $3; next} /^[ \t]*\/.* \(0x/ {print $1}' | sort -u)
+libs=$(ldd "$bin" | awk '/=> \// {print $3; next} /^[ \t]*\/.* \(0x/ {print $1}' | sort -u)
 for lib in $libs; do
   dest=$fs/usr${lib#/usr}
   mkdir -p "$(dirname "$dest")"
@@ -125,14 +132,26 @@ cp "$work/libs.txt" "$OUT/tessera-$version.libs.txt"
 echo "image tessera:$version -> $archive"
 echo "size: $((size / 1024)) KiB uncompressed root filesystem ($(du -b "$archive" | cut -f1 | awk '{printf "%d KiB", $1/1024}') OCI archive); libraries: $(tr '\n' ' ' <"$work/libs.txt")"
 
-if ((run_demo)); then
-  command -v podman >/dev/null || { echo "image.sh: --run-demo needs podman" >&2; exit 1; }
+if [[ ${CARGO_BUILD:-1} != 0 ]]; then
+  # Back to the default build (cached: no recompilation), with the demo and the fake NVML.
+  cargo build --release -q -p tessera -p fake-nvml
+fi
+
+if ((run_fake)); then
+  command -v podman >/dev/null || { echo "image.sh: --run-fake-nvml needs podman" >&2; exit 1; }
+  fake=target/release/deps/libfake_nvml.so
+  [[ -f $fake ]] || { echo "image.sh: $fake is missing (cargo build --release -p fake-nvml)" >&2; exit 1; }
   # A storage of its own under target/, so a host podman set up for overlay is not disturbed.
   pm=(podman --root "$OUT/storage" --runroot "$OUT/run" --storage-driver vfs --runtime runc)
   "${pm[@]}" load -q -i "$archive" >/dev/null
   "${pm[@]}" tag "$("${pm[@]}" images -q | head -n 1)" "$tag"
   port=${PORT:-9949}
-  echo "tessera --demo in a container: http://127.0.0.1:$port/metrics (Ctrl-C stops it)"
+  echo "tessera on 9 fake GPUs in a container: http://127.0.0.1:$port/metrics (Ctrl-C stops it)"
+  # Beside libc, where the NVIDIA container toolkit puts the driver's library; read-only, like it.
+  libdir=$(dirname "$(grep -m1 '/libc\.so' "$OUT/tessera-$version.libs.txt")")
   exec "${pm[@]}" run --rm --read-only --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
-    -p "127.0.0.1:$port:9949" "$tag" --demo
+    -v "$ROOT/$fake:/usr${libdir#/usr}/libnvidia-ml.so.1:ro" \
+    -v "$ROOT/crates/fake-nvml/scenarios/demo.yaml:/etc/tessera/fake-nvml.yaml:ro" \
+    -e TESSERA_FAKE_NVML_SCENARIO=/etc/tessera/fake-nvml.yaml \
+    -p "127.0.0.1:$port:9949" "$tag" --kubelet.enabled=false --kube.enabled=false
 fi

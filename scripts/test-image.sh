@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Builds the container image (scripts/image.sh) and runs it with podman:
-#   - its files are the binary, the fake NVML, exactly the libraries ldd lists, CA roots and
-#     passwd/group; OCI labels, user 65534, entrypoint tessera, tag = the Cargo version; < 30 MB;
-#   - `--demo` with a read-only root filesystem: /readyz and /metrics answer on a host port
-#     bound to 127.0.0.1, the 9 demo GPUs are there, "discovered GPUs" is logged once and the
-#     log has no colour codes; SIGTERM stops it with exit code 0;
-#   - without NVML (no --demo): one line naming the missing library, exit code 1.
+#   - its files are the binary (built without the demo), the CUDA probe, exactly the libraries
+#     ldd lists, CA roots and passwd/group, and no fake NVML; OCI labels, user 65534, entrypoint
+#     tessera, tag = the Cargo version; < 30 MB;
+#   - as on a GPU node, where the NVIDIA container toolkit mounts the driver's libnvidia-ml.so.1
+#     into the container: the fake NVML (crates/fake-nvml, demo scenario) mounted read-only at
+#     that place, a read-only root filesystem, no kubelet nor API server: /readyz and /metrics
+#     answer on a host port bound to 127.0.0.1, the scenario's 9 GPUs are there, "discovered
+#     GPUs" is logged once and the log has no colour codes; SIGTERM stops it with exit code 0;
+#   - without NVML: one line naming the missing library, exit code 1;
+#   - `--demo`: one line saying this build has no demo, exit code 2.
 # podman runs with --storage-driver vfs --runtime runc and explicit ulimits (crun fails on
 # hybrid cgroups; runc cannot raise rlimits beyond the host's) and a private storage root, so
 # nothing is left behind. Every step is bounded; containers are removed on any exit.
 # Last line: "N passed, M failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LIMIT=${TESSERA_IMAGE_TEST_TIMEOUT:-300}
+# The image's binary is a second feature set of the release build (no demo): its first build
+# compiles the tessera crate again.
+LIMIT=${TESSERA_IMAGE_TEST_TIMEOUT:-600}
 passed=0
 failed=0
 work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-image-test.XXXXXX")
@@ -22,7 +28,7 @@ p() {
     --runtime runc "$@"
 }
 cleanup() {
-  p rm -f -t 0 "$name" "$name-nonvml" >/dev/null 2>&1 || true
+  p rm -f -t 0 "$name" "$name-nonvml" "$name-nodemo" >/dev/null 2>&1 || true
   p rmi -af >/dev/null 2>&1 || true
   rm -rf "$work" 2>/dev/null || true
   [[ -n ${watchdog:-} ]] && kill "$watchdog" 2>/dev/null || true
@@ -79,23 +85,31 @@ for layer in manifest["layers"]:
     with tarfile.open(blob(layer["digest"])) as t:
         files |= {"/" + m.name.lstrip("./") for m in t.getmembers() if m.isfile()}
 libs = {l if l.startswith("/usr/") else "/usr" + l for l in open(libs_file).read().split()}
-want = {"/opt/tessera/tessera", "/opt/tessera/libfake_nvml.so", "/opt/tessera/libtessera_probe.so",
+want = {"/opt/tessera/tessera", "/opt/tessera/libtessera_probe.so",
         "/etc/passwd", "/etc/group",
         "/etc/ssl/certs/ca-certificates.crt"} | libs
-say(files == want, f"image files = binary, fake NVML, CUDA probe, ldd's {len(libs)} libraries, CA roots, passwd/group"
+say(files == want, f"image files = binary, CUDA probe, ldd's {len(libs)} libraries, CA roots, passwd/group"
     + ("" if files == want else f" (extra {sorted(files - want)}, missing {sorted(want - files)})"))
 EOF
 while read -r line; do
   case $line in ok*) pass "${line#ok    }" ;; FAIL*) fail "${line#FAIL  }" ;; *) echo "      $line" ;; esac
 done <"$work/inspect.out"
 
-# --- the demo, read-only root filesystem, published on loopback only
+# --- fake GPUs the way a GPU node provides NVML: the library mounted read-only beside libc (where
+# the NVIDIA container toolkit puts libnvidia-ml.so.1); read-only root, loopback port only
+fake=target/release/deps/libfake_nvml.so
+[[ -f $fake ]] || timeout 600 cargo build --release -q -p fake-nvml >"$work/fake.log" 2>&1 || true
+libdir=$(dirname "$(grep -m1 '/libc\.so' "$out/tessera-$version.libs.txt" 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/libc.so.6)")
+nvml_at=/usr${libdir#/usr}/libnvidia-ml.so.1
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 run_flags=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --read-only)
-if p run -d --name "$name" "${run_flags[@]}" -p "127.0.0.1:$port:9949" "$image" --demo >"$work/run.log" 2>&1; then
-  pass "podman run --read-only -p 127.0.0.1:$port:9949 $image --demo"
+gpu_flags=(-v "$PWD/$fake:$nvml_at:ro"
+  -v "$PWD/crates/fake-nvml/scenarios/demo.yaml:/etc/tessera/fake-nvml.yaml:ro"
+  -e TESSERA_FAKE_NVML_SCENARIO=/etc/tessera/fake-nvml.yaml)
+if [[ -f $fake ]] && p run -d --name "$name" "${run_flags[@]}" "${gpu_flags[@]}" -p "127.0.0.1:$port:9949" "$image" >"$work/run.log" 2>&1; then
+  pass "podman run --read-only -v $fake:$nvml_at:ro -p 127.0.0.1:$port:9949 $image"
 else
-  fail "podman run"; sed 's/^/      /' "$work/run.log" | tail -20
+  fail "podman run with the fake NVML mounted"; sed 's/^/      /' "$work/fake.log" "$work/run.log" 2>/dev/null | tail -20
 fi
 ready=0
 for ((i = 0; i < 120; i++)); do
@@ -112,12 +126,12 @@ check "the port is published on 127.0.0.1 only" \
   "p port '$name' 2>/dev/null | grep -qx '9949/tcp -> 127.0.0.1:$port'"
 p stop -t 10 "$name" >/dev/null 2>&1 || true
 code=$(p inspect -f '{{.State.ExitCode}}' "$name" 2>/dev/null || echo none)
-p logs "$name" >"$work/demo.log" 2>&1 || true
-check "SIGTERM (podman stop) ends it with exit code 0 (got $code)" "[[ $code == 0 ]] && grep -q 'shutting down' '$work/demo.log'"
-n=$(grep -c 'discovered GPUs' "$work/demo.log" || true)
+p logs "$name" >"$work/gpus.log" 2>&1 || true
+check "SIGTERM (podman stop) ends it with exit code 0 (got $code)" "[[ $code == 0 ]] && grep -q 'shutting down' '$work/gpus.log'"
+n=$(grep -c 'discovered GPUs' "$work/gpus.log" || true)
 check "\"discovered GPUs\" logged once (got $n)" "[[ $n == 1 ]]"
-check "no ANSI colour codes in the container's log" "! grep -q \$'\\x1b' '$work/demo.log'"
-[[ $failed == 0 ]] || sed 's/^/      /' "$work/demo.log" | tail -20
+check "no ANSI colour codes in the container's log" "! grep -q \$'\\x1b' '$work/gpus.log'"
+[[ $failed == 0 ]] || sed 's/^/      /' "$work/gpus.log" | tail -20
 
 # --- no NVML in the container: one line, exit 1
 set +e
@@ -127,6 +141,15 @@ set -e
 lines=$(wc -l <"$work/nonvml.err")
 check "without NVML: exit code 1 (got $code) and one line (got $lines): $(head -c 160 "$work/nonvml.err")" \
   "[[ $code == 1 && $lines == 1 ]] && grep -q 'NVML library not found' '$work/nonvml.err'"
+
+# --- the image has no demo: --demo is refused, not ignored
+set +e
+p run --name "$name-nodemo" "${run_flags[@]}" "$image" --demo >"$work/nodemo.out" 2>"$work/nodemo.err"
+code=$?
+set -e
+lines=$(wc -l <"$work/nodemo.err")
+check "--demo: exit code 2 (got $code) and one line (got $lines): $(head -c 160 "$work/nodemo.err")" \
+  "[[ $code == 2 && $lines == 1 ]] && grep -q 'this build has no demo' '$work/nodemo.err'"
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

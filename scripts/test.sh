@@ -10,6 +10,8 @@ echo "== logs in $LOGS"
 df -h . | tail -1
 echo "== cargo fmt"; cargo fmt --all -- --check
 echo "== cargo clippy"; cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo clippy without the demo (the release image's build)"
+cargo clippy -p tessera --no-default-features --all-targets -- -D warnings
 echo "== cargo test"; cargo test --workspace 2>&1 | tee "$LOGS/cargo-test.log"
 # --- a real Kubernetes API server (issue 36). Here, while target/debug (which its tests use)
 # is certainly still there.

@@ -5,7 +5,11 @@
 pub mod advise;
 pub mod app;
 pub mod config;
+/// `--demo`'s simulated node; only with the `demo` feature (on by default, off in release images).
+#[cfg(feature = "demo")]
 pub mod demo;
+/// A fake API server and kubelet, for the demo and for tests.
+#[cfg(any(test, feature = "demo"))]
 pub mod fakes;
 pub mod install;
 pub mod log;

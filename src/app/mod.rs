@@ -2,6 +2,10 @@
 //! NVML source, the asynchronous sources, the sampler thread and the servers. `main` only
 //! parses and hands over; every failure comes back as an [`AppError`] with its exit code.
 
+#[cfg(feature = "demo")]
+mod demo;
+#[cfg(not(feature = "demo"))]
+#[path = "no_demo.rs"]
 mod demo;
 mod sources;
 
@@ -150,7 +154,7 @@ async fn bind_listeners(settings: &Settings, web: &LoadedWeb) -> Result<Listener
 
 async fn serve(
     settings: Settings,
-    demo_node: Option<crate::demo::DemoNode>,
+    demo_node: Option<demo::Node>,
     web: LoadedWeb,
     mut source: Option<NvmlSource>,
 ) -> Result<(), AppError> {
@@ -203,10 +207,7 @@ async fn serve(
     for t in tasks {
         t.abort();
     }
-    if let Some(d) = demo {
-        d.stop().await;
-    }
-    drop(demo_node);
+    demo::stop(demo, demo_node).await;
     served.map_err(|e| AppError::Failed(format!("server failed: {e}")))
 }
 

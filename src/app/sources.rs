@@ -5,13 +5,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Settings;
-use crate::demo::{self, DemoServices};
 use crate::sampler::Feeds;
 use crate::source::kube::{self, KubeConfig};
 use crate::source::podresources::{spawn_poller, PodResourcesConfig};
 use crate::source::probe::{spawn_receiver, ProbeBook};
 use crate::source::SourceState;
 
+use super::demo;
 use super::AppError;
 
 /// What the sampler reads, and what keeps it fed (stopped when the exporter stops).
@@ -19,12 +19,12 @@ pub(super) struct Running {
     pub feeds: Feeds,
     pub tasks: Vec<JoinHandle<()>>,
     /// The demo's simulated probe clients, alive as long as this value.
-    _demo_probe: Option<demo::repeat::Repeating>,
+    _demo_probe: Option<demo::ProbeFeed>,
 }
 
 pub(super) async fn start(
     settings: &Settings,
-    demo: Option<(&demo::DemoNode, &DemoServices)>,
+    demo: Option<(&demo::Node, &demo::Services)>,
 ) -> Result<Running, AppError> {
     let mut tasks = Vec::new();
     let mut feeds = Feeds::default();
@@ -41,7 +41,7 @@ pub(super) async fn start(
         feeds.pod_resources = Some(rx);
     }
     if settings.kube_enabled {
-        let api_url = demo.map(|(_, services)| services.api.url());
+        let api_url = demo.map(|(_, services)| demo::api_url(services));
         if let Some((task, rx)) = start_kube(settings, api_url.as_deref()).await? {
             tasks.push(task);
             feeds.kube = Some(rx);
@@ -54,17 +54,8 @@ pub(super) async fn start(
         tasks.push(task);
         feeds.probe = Some(book);
     }
-    // The demo's GPU 5 shows the exact mode: its MPS clients "carry" the probe.
     let demo_probe = match demo {
-        Some((node, _)) => {
-            let book = feeds
-                .probe
-                .get_or_insert_with(|| ProbeBook::new(settings.activity_window))
-                .clone();
-            let feed = demo::probe::start(&node.scenario_text, &demo::probe::PROBED_PIDS, book)
-                .map_err(AppError::failed)?;
-            Some(feed)
-        }
+        Some((node, _)) => Some(demo::start_probe(node, settings, &mut feeds)?),
         None => None,
     };
     Ok(Running {

@@ -20,7 +20,7 @@ pub struct Cli {
     #[arg(long = "config.file", env = "TESSERA_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
     #[command(flatten)]
-    pub demo: crate::demo::DemoArgs,
+    pub demo: super::DemoArgs,
     /// Print docs/metrics.md (generated from the metric table) and exit.
     #[arg(long = "print-metrics-doc", hide = true)]
     pub print_metrics_doc: bool,

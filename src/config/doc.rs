@@ -15,7 +15,9 @@ const INTRO: &str = "\
 Every setting is a flag. Each flag also has a `TESSERA_*` environment variable (dots and dashes
 become `_`: `--sample.interval` is `TESSERA_SAMPLE_INTERVAL`) and a key in the YAML file given with
 `--config.file` (`sample.interval: 2s`). Flags win over the environment, which wins over the file.
-`--demo` is the exception: a flag or an environment variable, never a key of the file.
+`--demo` is the exception: a flag or an environment variable, never a key of the file. The demo
+is a cargo feature (`demo`, on by default); release images are built without it, and there
+`--demo` stops with exit code 2.
 
 Every invalid value is reported on its own line, naming where it was set (the flag, the variable,
 or the file and key), and tessera exits with code 2. Boolean flags are on when given alone

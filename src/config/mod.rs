@@ -9,15 +9,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod cli;
+mod demo;
 mod doc;
 
 pub use crate::log::LogFormat;
 pub use crate::options::{parse_bool, parse_duration, ConfigError, Origin};
 pub use crate::web::DEFAULT_LISTEN;
 pub use cli::{Cli, Command};
+pub use demo::{DemoArgs, NO_DEMO};
 pub use doc::markdown_reference;
 
-use crate::demo::DemoArgs;
 use crate::options::Resolver;
 
 #[derive(Debug, Clone)]

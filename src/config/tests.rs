@@ -66,6 +66,7 @@ fn file_fills_in_and_flags_win() {
 }
 
 #[test]
+#[cfg(feature = "demo")]
 fn the_demo_turns_dra_on_unless_told_otherwise() {
     let on = |args: &[&str]| Settings::resolve(&cli(args)).unwrap().kube_dra;
     assert!(!on(&[]));
@@ -76,8 +77,10 @@ fn the_demo_turns_dra_on_unless_told_otherwise() {
 
 #[test]
 fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
-    let s = Settings::resolve(&cli(&["--web.enable-debug", "--demo", "--kube.dra"])).unwrap();
-    assert!(s.enable_debug && s.demo && s.kube_dra);
+    let s = Settings::resolve(&cli(&["--web.enable-debug", "--kube.dra"])).unwrap();
+    assert!(s.enable_debug && s.kube_dra);
+    #[cfg(feature = "demo")]
+    assert!(Settings::resolve(&cli(&["--demo"])).unwrap().demo);
     let s = Settings::resolve(&cli(&[
         "--no-collect.processes",
         "--collect.mig=off",
@@ -193,6 +196,7 @@ fn a_dcgm_listener_without_compat_or_on_the_main_port_is_refused() {
 }
 
 #[test]
+#[cfg(feature = "demo")]
 fn a_fleet_node_is_named_from_its_index_needs_the_demo_and_is_bounded() {
     let s = Settings::resolve(&cli(&["--demo", "--demo.fleet-node=123"])).unwrap();
     assert_eq!(s.demo_fleet_node, Some(123));
@@ -220,6 +224,27 @@ fn a_fleet_node_is_named_from_its_index_needs_the_demo_and_is_bounded() {
         shown.starts_with("environment variable TESSERA_DEMO_FLEET_NODE (--demo.fleet-node):"),
         "{shown}"
     );
+}
+
+/// A build without the demo (the release image) knows its flags only to refuse them, one line
+/// each, so `--demo` is never silently ignored.
+#[test]
+#[cfg(not(feature = "demo"))]
+fn without_the_demo_feature_its_flags_are_refused() {
+    for args in [
+        &["--demo"][..],
+        &["--demo=true"],
+        &["--demo.fleet-node=3"],
+        &["--demo", "--demo.fleet-node=3"],
+    ] {
+        let errors = Settings::resolve(&cli(args)).unwrap_err();
+        assert_eq!(errors.len(), 1, "{args:?}: {errors:?}");
+        assert!(
+            errors[0].to_string().contains("this build has no demo"),
+            "{args:?}: {errors:?}"
+        );
+    }
+    assert!(!Settings::resolve(&cli(&["--demo=false"])).unwrap().demo);
 }
 
 #[test]

@@ -2,12 +2,13 @@
 //! real code path against the fake NVML library (built with the workspace), a procfs tree
 //! written to a temp directory, and — once attribution lands — a fake kubelet and API server.
 //! Nothing here is used unless `--demo` is given: tessera never serves fake data silently.
+//! Compiled only with the cargo feature `demo` (on by default); the release image is built
+//! without it (scripts/image.sh), so it holds neither this module nor the fake NVML.
 
 pub mod cluster;
 pub mod cpu;
 pub mod dra;
 pub mod fleet;
-mod options;
 pub mod plan;
 pub mod probe;
 pub mod repeat;
@@ -16,8 +17,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-
-pub use options::DemoArgs;
 
 use crate::fakes::apiserver::{FakeApiServer, FakeCluster};
 use crate::fakes::kubelet::FakeKubelet;

@@ -35,7 +35,16 @@ static NVML: OnceLock<Nvml> = OnceLock::new();
 
 #[derive(Debug, thiserror::Error)]
 pub enum NvmlOpenError {
-    #[error("NVML library not found ({detail}); on a machine without a GPU try `tessera --demo`")]
+    #[cfg_attr(
+        feature = "demo",
+        error(
+            "NVML library not found ({detail}); on a machine without a GPU try `tessera --demo`"
+        )
+    )]
+    #[cfg_attr(
+        not(feature = "demo"),
+        error("NVML library not found ({detail}); is the NVIDIA driver installed (in a container: the NVIDIA container toolkit)?")
+    )]
     NotFound { detail: String },
     #[error("NVML failed to initialize: {0}")]
     Init(NvmlError),

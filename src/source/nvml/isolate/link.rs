@@ -61,6 +61,10 @@ pub struct Link {
     stderr_done: Receiver<()>,
 }
 
+/// `fake_nvml::EPOCH_ENV`, spelled out so the exporter does not link the fake library's crate
+/// (release images do not build it); a test keeps the two equal.
+pub const FAKE_NVML_EPOCH_ENV: &str = "TESSERA_FAKE_NVML_EPOCH_US";
+
 /// Where the spawned workers come from; the same binary as the exporter unless tests say.
 #[derive(Debug, Clone)]
 pub struct Spawner {
@@ -72,7 +76,7 @@ pub struct Spawner {
 
 impl Spawner {
     pub fn current() -> std::io::Result<Spawner> {
-        let epoch_us = std::env::var(fake_nvml::EPOCH_ENV)
+        let epoch_us = std::env::var(FAKE_NVML_EPOCH_ENV)
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| {
@@ -96,7 +100,7 @@ impl Link {
         command
             .arg(WORKER_ARG)
             .arg(config)
-            .env(fake_nvml::EPOCH_ENV, spawner.epoch_us.to_string())
+            .env(FAKE_NVML_EPOCH_ENV, spawner.epoch_us.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -43,3 +43,8 @@ fn messages_round_trip_as_one_line() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+#[test]
+fn the_fake_nvml_epoch_variable_is_the_fake_librarys() {
+    assert_eq!(link::FAKE_NVML_EPOCH_ENV, fake_nvml::EPOCH_ENV);
+}

@@ -1,0 +1,81 @@
+//! The demo's flags: whether to serve the simulated node, and as which fleet member. They live
+//! here, not in src/demo, because every build has them: a build without the `demo` feature (the
+//! release image) hides them from `--help` and refuses them with one line and exit code 2, so
+//! `--demo` is never silently ignored.
+
+#[cfg(feature = "demo")]
+use crate::demo::fleet::{parse_index, FleetNode};
+use crate::options::{parse_bool, Resolver};
+
+/// Why a build without the `demo` feature refuses `--demo` and `--demo.fleet-node`.
+pub const NO_DEMO: &str = "this build has no demo (release images leave it out); run it from a source checkout: `cargo run --release -- --demo`";
+
+#[derive(Debug, Default, clap::Args)]
+pub struct DemoArgs {
+    /// Serve a built-in 9-GPU H100 node (fake NVML, kubelet and pods) instead of real GPUs [default: false].
+    #[arg(long = "demo", env = "TESSERA_DEMO", value_name = "BOOL", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true", overrides_with = "no_demo",
+          hide = !cfg!(feature = "demo"))]
+    pub demo: Option<String>,
+    #[arg(long = "no-demo", hide = true, overrides_with = "demo")]
+    pub no_demo: bool,
+    /// Run the demo as node N of a simulated fleet: its node name, cluster, sharing mix and
+    /// load are derived from N (0 to 99999; docs/scale.md); needs --demo [default: none].
+    #[arg(
+        long = "demo.fleet-node",
+        env = "TESSERA_DEMO_FLEET_NODE",
+        value_name = "N",
+        hide = !cfg!(feature = "demo")
+    )]
+    pub demo_fleet_node: Option<String>,
+}
+
+impl DemoArgs {
+    /// Flag or environment only: a config file must not turn a real node into a simulated one.
+    pub fn demo(&self, r: &mut Resolver) -> bool {
+        let given = if self.no_demo { &None } else { &self.demo };
+        let demo = r.get_unfiled("demo", given, false, parse_bool);
+        if demo && !cfg!(feature = "demo") {
+            r.conflict(format!("--demo: {NO_DEMO}"));
+        }
+        demo
+    }
+
+    /// The fleet member the demo runs as; `demo`: whether the demo runs at all.
+    #[cfg(feature = "demo")]
+    pub fn fleet_node(&self, r: &mut Resolver, demo: bool) -> Option<u32> {
+        let node = r.get("demo.fleet-node", &self.demo_fleet_node, None, |s| {
+            parse_index(s).map(Some)
+        });
+        if let (Some(n), false) = (node, demo) {
+            r.conflict(format!(
+                "--demo.fleet-node ({n}) runs the demo as a fleet member; it needs --demo"
+            ));
+        }
+        node
+    }
+
+    /// Without the demo there is no fleet member; given alone (with `--demo` it is already
+    /// refused), the flag is refused like `--demo`.
+    #[cfg(not(feature = "demo"))]
+    pub fn fleet_node(&self, r: &mut Resolver, demo: bool) -> Option<u32> {
+        let given = r.get("demo.fleet-node", &self.demo_fleet_node, false, |_| {
+            Ok(true)
+        });
+        if given && !demo {
+            r.conflict(format!("--demo.fleet-node: {NO_DEMO}"));
+        }
+        None
+    }
+
+    /// A fleet member is named after its index unless told otherwise.
+    #[cfg(feature = "demo")]
+    pub fn node_name(fleet_node: Option<u32>) -> Option<String> {
+        fleet_node.map(|n| FleetNode::new(n).node_name())
+    }
+
+    #[cfg(not(feature = "demo"))]
+    pub fn node_name(_fleet_node: Option<u32>) -> Option<String> {
+        None
+    }
+}
