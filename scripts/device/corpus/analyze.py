@@ -170,6 +170,8 @@ def corpus(paths):
         t, rows = tally_draw(d)
         total.add(t)
         by_mode[d["mode"]].add(t)
+        if not any(x.get("liar") for x in d["tenants"]):
+            by_mode[d["mode"] + ", draws without a liar"].add(t)
         for i, r in enumerate(rows):
             name = r["kind"] + (f" (liar: {r['liar']})" if r["liar"] else "")
             fig = mean(r["figs"])
