@@ -23,7 +23,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::figures::{DisputeReason, WideFigure};
 use crate::model::compute::{
-    DeviceCompute, DeviceSplit, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE,
+    DeviceCompute, DeviceSplit, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE, NVML_BOOKED,
     QUIET_CPU_CORES,
 };
 use crate::model::holding::PodRef;
@@ -32,9 +32,6 @@ use crate::model::holding::PodRef;
 /// device's measured busy fraction. NVML's utilization is a coarse recent sample and the
 /// probes' window is seconds long; the H100 runs agreed within 0.05 (docs/validation.md).
 pub const CLAIM_TOLERANCE: f64 = 0.15;
-/// NVML booking at least this much to a process whose probe claims nothing contradicts it:
-/// NVML books a sample only to a context that ran kernels in it.
-pub const NVML_BOOKED: f64 = 0.05;
 /// NVML books a process's microsecond kernels many times over: beside spans under a per cent,
 /// honest tenants' bookings exceeded their spans by up to 66 µs per kernel the probe reported
 /// (issue 32's corpus, runs 3–6, 220 reads; 0.05–0.07 booked for 0.005–0.009 of spans at

@@ -6,13 +6,12 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::split_types::{
     ActivityInputs, DeviceCompute, DeviceSplit, Outlasting, ProbeReading, ProbeTimeline,
-    ProcessShare, SplitMethod, IDLE_SHARE,
+    ProcessShare, SplitMethod, IDLE_SHARE, NVML_BOOKED,
 };
 use super::timeslice::{
     aligned, held_by_others, outlasting_why, timeline_shares, Held, ProbeStages,
     MIN_COMMON_TRACED_MS,
 };
-use crate::model::compute::evidence::NVML_BOOKED;
 
 /// Each candidate's probe figure over the window, for those whose probe has one: its kernel
 /// busy time, or a throttled probe's coverage of the milliseconds it traced.

@@ -31,28 +31,41 @@ fn may_run_kernels(p: &ProcessSample, activity: &ActivityInputs) -> bool {
     nvml_busy || probe_busy || !cpu_quiet
 }
 
-/// The processes that share a device with another candidate, over all GPUs and MIG
-/// instances of the sample. A process on several devices needs records if any of them is
-/// shared: the probe's records are per process. The MPS server runs its clients' kernels and
-/// is never a candidate.
+/// The processes of every device where two or more may run kernels, over all GPUs and MIG
+/// instances of the sample: the candidates, and the quiet processes beside them too. A quiet
+/// process launches nothing, so its records cost nothing; without them, the first CPU blip
+/// that made it a candidate found its probe with no reading, and the whole device's split was
+/// withheld for a window (issue 32's corpus, run 7: an idle tenant polling for work at just
+/// over [`QUIET_CPU_CORES`], 17 of 220 honest reads). A process on several devices needs
+/// records if any of them is shared: the probe's records are per process. The MPS server runs
+/// its clients' kernels and is never a candidate.
 pub fn shared_processes(sample: &NvmlSample, activity: &ActivityInputs) -> HashSet<u32> {
-    let mut devices: HashMap<(usize, Option<&str>), Vec<u32>> = HashMap::new();
+    let mut devices: HashMap<(usize, Option<&str>), DeviceTenants> = HashMap::new();
     for (g, gpu) in sample.gpus.iter().enumerate() {
         for p in &gpu.processes {
-            if p.kind == Some(ProcessKind::MpsServer) || !may_run_kernels(p, activity) {
+            if p.kind == Some(ProcessKind::MpsServer) {
                 continue;
             }
-            let pids = devices.entry((g, p.mig_uuid.as_deref())).or_default();
-            if !pids.contains(&p.pid) {
-                pids.push(p.pid);
+            let d = devices.entry((g, p.mig_uuid.as_deref())).or_default();
+            if d.pids.contains(&p.pid) {
+                continue;
             }
+            d.pids.push(p.pid);
+            d.candidates += usize::from(may_run_kernels(p, activity));
         }
     }
     devices
         .into_values()
-        .filter(|pids| pids.len() > 1)
-        .flatten()
+        .filter(|d| d.candidates > 1)
+        .flat_map(|d| d.pids)
         .collect()
+}
+
+/// One device's tenant processes, and how many of them may run kernels.
+#[derive(Default)]
+struct DeviceTenants {
+    candidates: usize,
+    pids: Vec<u32>,
 }
 
 #[cfg(test)]

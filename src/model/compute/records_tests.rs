@@ -75,6 +75,23 @@ fn two_candidates_on_one_gpu_both_need_records_and_a_quiet_one_does_not_count() 
 }
 
 #[test]
+fn a_quiet_process_beside_two_candidates_keeps_its_records() {
+    // Run 7 of issue 32's corpus: an idle tenant polling for work crossed the quiet mark now
+    // and then; with its records off it had no reading when it did, and the device's split
+    // was withheld.
+    let s = sample(vec![vec![
+        proc(1, None, Some(0.5)),
+        proc(2, None, Some(0.3)),
+        proc(3, None, None),
+    ]]);
+    let a = cpu(&[(1, 1.0), (2, 1.0), (3, 0.0)]);
+    assert_eq!(sorted(shared_processes(&s, &a)), [1, 2, 3]);
+    // Beside one candidate it stays off: that one is alone, NVML's figure is its own.
+    let s = sample(vec![vec![proc(1, None, Some(0.5)), proc(3, None, None)]]);
+    assert!(shared_processes(&s, &cpu(&[(1, 1.0), (3, 0.0)])).is_empty());
+}
+
+#[test]
 fn a_probe_that_saw_no_kernels_does_not_turn_its_own_records_off() {
     let s = sample(vec![vec![proc(1, None, Some(0.5)), proc(3, None, None)]]);
     let mut a = cpu(&[(1, 1.0), (3, 1.0)]);

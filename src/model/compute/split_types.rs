@@ -11,6 +11,9 @@ use crate::model::ProcessSample;
 
 /// Below this share of device time a process or container counts as idle for that sample.
 pub const IDLE_SHARE: f64 = 0.01;
+/// NVML booking at least this much to a process whose probe claims nothing contradicts it:
+/// NVML books a sample only to a context that ran kernels in it.
+pub const NVML_BOOKED: f64 = 0.05;
 /// CPU use (cores, over the trailing window) below which a process cannot be launching
 /// kernels at any rate that matters. A sleeping Python process holding a CUDA context reads
 /// 0; the busy tenants measured on the H100 used far more (docs/validation.md).
