@@ -11,10 +11,14 @@ Per honest tenant-read (a tenant that carries the real probe, on the GPU the dra
              kinds without one: NO_TRUTH)
   bounds     reads with gpu_process_busy_ratio_lower/_upper; `contain`: lower - 0.01 <= truth
              <= upper + 0.01 (0.01: the gauge's rounding and the truth window's edges)
+             `width`: the bounds' mean upper - lower; `contain (sampled)`: reads whose probe
+             traced in duty cycles (runs 9 on record it), whose bounds carry the sample's margin
 Truth per read: where the tenants logged their requests (`reqs`, runs 4 on), the solo kernel
 ms of the requests whose middle fell in the read's window [t - 5.5 s, t - 0.5 s] (tessera's
-5-s activity window, read up to a second after its sample), over 5 s; earlier runs: the
-draw's mean. `contain (draw mean)` keeps the old judgement beside it.
+5-s activity window, read up to a second after its sample), over 5 s; for a probe that traced
+in duty cycles, whose figure is read from the timelines, that window 2 s earlier (the
+timelines' lag, src/source/probe); earlier runs: the draw's mean. `contain (draw mean)` keeps
+the old judgement beside it.
   false disp honest reads on a disputed split (`disputed`), and reads with neither a figure nor
              bounds (`withheld`); a disputed split in a draw with a lying probe on the device
              counts apart (`disputed beside a liar`): there the alarm is right
@@ -33,7 +37,12 @@ SLACK = 0.01
 # How far each liar's claim is from its truth, as a multiple of the truth (tenants.py, Liar).
 LIE = {"under": 0.75, "over": 1.0, "silent": 1.0}
 MATERIAL = 0.03
+# A probe that traced this much of the window traced all of it (src/model/compute).
+FULLY_TRACED = 0.98
 WINDOW, OFFSET = 5.0, 0.5
+# A sampled figure is read from the probes' timelines, which end this far behind the probe's
+# clock (src/source/probe/mod.rs, TIMELINE_LAG).
+TIMELINE_LAG = 2.0
 # Kinds whose calibrated truth is not a kernel-time truth: a DDP rank's NCCL kernels wait for
 # its peer, so their spans alone depend on the peer's timing (run 4: rank 0 calibrated 5.4 ms
 # a step, rank 1 2.8 ms, for the same step). Their reads count for coverage and disputes, not
@@ -41,12 +50,13 @@ WINDOW, OFFSET = 5.0, 0.5
 NO_TRUTH = {"ddp"}
 
 
-def read_truth(ten, t, key="reqs"):
+def read_truth(ten, t, key="reqs", sampled=False):
     """The tenant's kernel-time truth over the read's window, or its draw mean without a log."""
     reqs = ten.get(key)
     if reqs is None:
         return ten.get("truth")
-    lo, hi = t - WINDOW - OFFSET, t - OFFSET
+    offset = OFFSET + (TIMELINE_LAG if sampled else 0.0)
+    lo, hi = t - WINDOW - offset, t - offset
     return sum(k for m, k in reqs if lo <= m < hi) / 1000 / WINDOW
 
 
@@ -58,11 +68,13 @@ class Tally:
     def __init__(self):
         self.c = defaultdict(int)
         self.err = []
+        self.width = []
 
     def add(self, other):
         for k, v in other.c.items():
             self.c[k] += v
         self.err += other.err
+        self.width += other.width
 
     def row(self):
         c = self.c
@@ -70,6 +82,8 @@ class Tally:
         return {"coverage": pct(c["point"], c["honest"]), "accurate": pct(c["accurate"], c["judged"]),
                 "bounds": pct(c["bounds"], c["honest"]), "contain": pct(c["contain"], c["bounds_judged"]),
                 "contain_mean": pct(c["contain_mean"], c["bounds_judged"]),
+                "contain_sampled": pct(c["contain_sampled"], c["sampled_judged"]),
+                "width": "—" if not self.width else f"{sum(self.width) / len(self.width):.3f}",
                 "disputed": pct(c["disputed"], c["honest"]), "withheld": pct(c["withheld"], c["honest"]),
                 "beside_liar": pct(c["beside_liar"], c["honest"]),
                 "bounds_only": pct(c["bounds_only"], c["honest"]),
@@ -111,9 +125,12 @@ def tally_draw(d):
             rows.append(row)
             continue
         for r in reads:
-            mean_truth, truth = ten.get("truth"), read_truth(ten, r["t"])
             v = r["p"].get(pid, [None] * 4)
             gpu = next((g for g in r["gpu"].values() if int(pid) in g.get("candidates", []) + g.get("quiet", [])), None)
+            raw = (gpu or {}).get("procs", {}).get(pid) or []
+            traced = raw[3] if len(raw) > 3 else None
+            sampled = traced is not None and traced < FULLY_TRACED
+            mean_truth, truth = ten.get("truth"), read_truth(ten, r["t"], sampled=sampled)
             method = gpu["method"] if gpu else "absent"
             row["methods"][method] += 1
             fig, lo, hi = v[0], v[1], v[2]
@@ -139,9 +156,13 @@ def tally_draw(d):
                 row["lo"].append(lo)
                 row["hi"].append(hi)
                 if judged:
+                    held = lo - SLACK <= truth <= hi + SLACK
                     t.c["bounds_judged"] += 1
-                    t.c["contain"] += lo - SLACK <= truth <= hi + SLACK
+                    t.c["contain"] += held
                     t.c["contain_mean"] += lo - SLACK <= mean_truth <= hi + SLACK
+                    t.c["sampled_judged"] += sampled
+                    t.c["contain_sampled"] += sampled and held
+                    t.width.append(hi - lo)
             if gpu and gpu.get("bounds_only") is not None:
                 t.c["bounds_only"] += 1
             if method == "disputed" and liar_here:
@@ -221,11 +242,11 @@ def suite(paths):
 
 def summary(total, by_mode):
     print()
-    print("| | coverage | accurate | bounds published | bounds contain | contain (draw mean) | bounds only | disputed | disputed beside a liar | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| | coverage | accurate | bounds published | bounds contain | contain (draw mean) | contain (sampled) | width | bounds only | disputed | disputed beside a liar | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t in [("all", total)] + sorted(by_mode.items()):
         r = t.row()
-        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['contain_mean']} | {r['bounds_only']} | {r['disputed']} | {r['beside_liar']} "
+        print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['contain_mean']} | {r['contain_sampled']} | {r['width']} | {r['bounds_only']} | {r['disputed']} | {r['beside_liar']} "
               f"| {r['withheld']} | {r['caught']} | {r['charged']} | {r['material']} | {r['caught_material']} |")
     for name, t in sorted(by_mode.items()):
         if t.err:

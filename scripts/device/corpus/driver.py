@@ -226,9 +226,12 @@ def read_once():
             "bounds_only": c.get("bounds_only"), "lone_stretch": c.get("lone_stretch"),
             "outlasting": c.get("outlasting"), "probe_idle": c.get("probe_idle"),
             "from_timelines": c.get("from_timelines"), "stages": c.get("probe_stages"),
-            # NVML's per-process figure and the probe's raw totals, beside the split's.
+            # NVML's per-process figure, the probe's raw totals and the share of the window
+            # it traced (a sampled figure's window is the timelines', 2 s behind), beside the
+            # split's.
             "procs": {str(p.get("pid")): [p.get("sm_utilization"), p.get("probe_busy_seconds"),
-                                          p.get("probe_kernels")] for p in g.get("processes", [])}}
+                                          p.get("probe_kernels"), p.get("probe_traced_share")]
+                      for p in g.get("processes", [])}}
     return {"t": round(time.time(), 2), "p": procs, "gpu": gpus}
 
 

@@ -98,6 +98,7 @@ fn process(pid: u32, mig: Option<&str>, kind: Option<ProcessKind>, probe: bool) 
         compute: Default::default(),
         probe_busy_seconds: probe.then_some(1.0),
         probe_kernels: probe.then_some(10),
+        probe_traced_share: None,
     }
 }
 

@@ -32,6 +32,7 @@ pub mod evidence;
 pub mod figures;
 mod probe_split;
 pub mod records;
+mod sampling;
 mod split_types;
 pub mod timeslice;
 

@@ -253,13 +253,25 @@ fn time_sliced_timelines_split_each_instant_among_the_tenants_covering_it() {
         (x - 0.4).abs() < 0.005 && (y - 0.4).abs() < 0.005,
         "{x} {y}"
     );
-    // The device's figure still caps what the timelines give.
+    // A device that read less than the timelines give is not fitted to: one NVML reading is a
+    // snapshot of a fraction of a second (capping to it doubled the corpus's error). Claims
+    // past the device's figure over the window are the checks' to judge.
     act = activity(&[(1, 0.5), (2, 0.2)], &[(1, spans(&a)), (2, spans(&b))]);
     act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
-    let s = run(&procs, Some(0.40), false, &act);
-    let sum = s.share_of(1).share.unwrap() + s.share_of(2).share.unwrap();
-    assert!((sum - 0.40).abs() < 1e-9, "{sum}");
-    assert!(s.why.contains("capped"), "{}", s.why);
+    let s = run(&procs, Some(0.70), false, &act);
+    let (x, y) = (s.share_of(1).share.unwrap(), s.share_of(2).share.unwrap());
+    assert!(
+        (x - 0.6).abs() < 0.005 && (y - 0.2).abs() < 0.005,
+        "{x} {y}"
+    );
+    assert!(!s.why.contains("capped"), "{}", s.why);
+    let s = reviewed(&procs, Some(0.40), &act);
+    assert_eq!(s.method, SplitMethod::Disputed, "{}", s.why);
+    assert!(
+        s.disputed.contains(&DisputeReason::OverClaimed),
+        "{:?}",
+        s.disputed
+    );
 }
 
 #[test]

@@ -95,6 +95,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
                     compute: ProcessShare::default(),
                     probe_busy_seconds: probe.map(|r| r.busy_seconds),
                     probe_kernels: probe.map(|r| r.kernels),
+                    probe_traced_share: probe.and_then(|r| r.traced_share),
                 }
             })
             .collect();

@@ -35,6 +35,10 @@ pub struct ProcessView {
     /// Cumulative kernel busy seconds and kernels the CUDA probe reported, when it runs.
     pub probe_busy_seconds: Option<f64>,
     pub probe_kernels: Option<u64>,
+    /// The share of the window its probe traced, when it traced in duty cycles: its figure
+    /// and bounds are then read from that sample, over the timelines' window (2 s behind).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_traced_share: Option<f64>,
 }
 
 /// One container's hold on, and use of, one device (a GPU or a MIG instance).
