@@ -98,7 +98,9 @@ pub(super) fn split_by_probes(
     // mean absolute error where capped against 0.0032 uncapped).
     let device = out.device_window.or(d.device_activity);
     let probed = if d.mps && from_timelines {
-        fill_to_device(&probed, &bounds, device)
+        // Filled up to the spans as measured, never to a sampled ceiling's margin: the margin
+        // says how far the window may be from the sample, not that the time was used.
+        fill_to_device(&probed, &spans, device)
     } else {
         probed
     };
@@ -275,14 +277,14 @@ fn bounds(
 /// alone read up to 5.3 points high (run 5). Without the device's figure, the solo rule.
 fn fill_to_device(
     shares: &[(u32, f64)],
-    bounds: &HashMap<u32, (Option<f64>, Option<f64>)>,
+    spans: &[(u32, f64)],
     device: Option<f64>,
 ) -> Vec<(u32, f64)> {
     let upper = |pid: &u32, share: f64| {
-        bounds
-            .get(pid)
-            .and_then(|b| b.1)
-            .map_or(share, |u| u.max(share))
+        spans
+            .iter()
+            .find(|(p, _)| p == pid)
+            .map_or(share, |(_, u)| u.clamp(0.0, 1.0).max(share))
     };
     let floor: f64 = shares.iter().map(|(_, s)| s).sum();
     let room: f64 = shares.iter().map(|(p, s)| upper(p, *s) - s).sum();

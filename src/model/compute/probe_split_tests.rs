@@ -17,6 +17,17 @@ fn proc(pid: u32) -> ProcessSample {
 
 /// Each tenant: (its probe's span share, its timeline). Every process spends CPU.
 fn run(device: f64, mps: bool, tenants: &[(f64, ProbeTimeline)]) -> DeviceSplit {
+    run_traced(device, mps, tenants, &[])
+}
+
+/// As [`run`], each tenant's probe tracing the share of the window `traced` gives it (in
+/// full where it gives none).
+fn run_traced(
+    device: f64,
+    mps: bool,
+    tenants: &[(f64, ProbeTimeline)],
+    traced: &[Option<f64>],
+) -> DeviceSplit {
     let procs: Vec<ProcessSample> = (1..=tenants.len() as u32).map(proc).collect();
     let mut act = ActivityInputs::default();
     for (i, (spans, line)) in tenants.iter().enumerate() {
@@ -29,6 +40,7 @@ fn run(device: f64, mps: bool, tenants: &[(f64, ProbeTimeline)]) -> DeviceSplit 
                 busy_seconds: 10.0,
                 kernels: 1000,
                 window_kernels: Some(500),
+                traced_share: traced.get(i).copied().flatten(),
                 ..Default::default()
             },
         );
@@ -316,4 +328,42 @@ fn light_beside(bursty: &[f64]) -> ProbeTimeline {
         solo: v,
         traced: vec![true; bursty.len()],
     }
+}
+
+#[test]
+fn under_mps_a_sampled_tenant_is_filled_up_to_its_spans_not_its_margin() {
+    // A sampled client (half the 20-ms slots traced) covering 0.3 of its traced milliseconds in
+    // bursts, its solo estimates explaining 0.2; a steady client traced in full. The device is
+    // busier than either estimate explains: the fill gives each time up to its spans. The
+    // sampled one's ceiling carries the sample's margin, which is not time it used.
+    let len = 5000;
+    let traced: Vec<bool> = (0..len).map(|k| (k / 20) % 2 == 0).collect();
+    let burst = |k: usize| (k / 100) % 3 == 0;
+    let sampled = ProbeTimeline {
+        covered: (0..len).map(|k| if burst(k) { 0.9 } else { 0.0 }).collect(),
+        solo: (0..len).map(|k| if burst(k) { 0.6 } else { 0.0 }).collect(),
+        traced,
+    };
+    // Its figure is its covered share of the milliseconds it traced.
+    let (n, c) = (0..len)
+        .filter(|k| sampled.traced[*k])
+        .fold((0.0, 0.0), |(n, c), k| (n + 1.0, c + sampled.covered[k]));
+    let spans = c / n;
+    let s = run_traced(
+        0.9,
+        true,
+        &[(0.3, sampled), (0.3, steady(0.3, 0.25))],
+        &[Some(0.5)],
+    );
+    assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
+    let sh = s.share_of(1);
+    let (p, hi) = (
+        sh.share.expect("a point figure"),
+        sh.upper.expect("ceiling"),
+    );
+    assert!(
+        hi > spans + 0.01,
+        "the ceiling carries a margin: {hi} over {spans}"
+    );
+    assert!(p <= spans + 1e-9, "filled past its spans {spans}: {p}");
 }
