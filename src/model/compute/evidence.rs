@@ -23,8 +23,8 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::figures::{DisputeReason, WideFigure};
 use crate::model::compute::{
-    DeviceCompute, DeviceSplit, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE, NVML_BOOKED,
-    QUIET_CPU_CORES,
+    DeviceCompute, DeviceSplit, ProbeReading, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE,
+    NVML_BOOKED, QUIET_CPU_CORES,
 };
 use crate::model::holding::PodRef;
 
@@ -345,6 +345,9 @@ fn check_claims(
     if readings.iter().any(|r| r.silent) {
         out.push(DisputeReason::ProbeSilent);
     }
+    if totals_only_beside_timelines(&readings, d) {
+        out.push(DisputeReason::TotalsOnly);
+    }
     let clocks: Vec<f64> = readings.iter().filter_map(|r| r.clock_seconds).collect();
     let spread = clocks.iter().copied().fold(f64::NEG_INFINITY, f64::max)
         - clocks.iter().copied().fold(f64::INFINITY, f64::min);
@@ -421,6 +424,25 @@ fn check_claims(
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// A probe that reports kernels in totals only (wire version 1) beside probes that send
+/// timelines. Every check that weighs one tenant's kernels against another's reads the
+/// timelines; a probe that sends none leaves its claim to the sums alone, which tolerate 0.15
+/// of the device (honest tenants fall that far from NVML's figure). A lying probe need only
+/// speak the older wire to hide inside that tolerance or claim twice its time: issue 32's
+/// corpus caught 1 of 11 reads of a 2× over-claimer and none of a 0.25× MPS under-claimer
+/// that way. tessera's own probe has sent timelines since version 2, so beside it the older
+/// wire is a downgrade, and the split is withheld until that process runs a current probe. A
+/// totals-only probe that saw no kernel claims nothing and stands (its empty timeline is
+/// filled in, `complete_idle_timelines`); a device whose probes all speak version 1 is split
+/// as before. Not on a MIG instance, where timelines are not split.
+fn totals_only_beside_timelines(readings: &[&ProbeReading], d: &DeviceCompute<'_>) -> bool {
+    !d.mig_instance
+        && readings.iter().any(|r| !r.totals_only)
+        && readings
+            .iter()
+            .any(|r| r.totals_only && r.window_kernels.is_some_and(|k| k > 0))
 }
 
 /// In the milliseconds every candidate traced and exactly one covered, how much of that one's

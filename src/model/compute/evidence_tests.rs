@@ -487,3 +487,62 @@ fn a_share_withheld_for_outlasting_time_slices_still_counts_in_the_claims() {
     assert_eq!(s.method, SplitMethod::SoleActiveContainer, "{}", s.why);
     assert_eq!(s.wide.as_ref().map(|w| w.share), Some(0.9));
 }
+
+#[test]
+fn a_probe_speaking_totals_only_beside_timelines_is_a_downgrade_and_disputed() {
+    // Two MPS clients: one runs a current probe, the other claims a quarter of its time over
+    // the older wire (no timeline). The sums tolerate that lie (0.05 of the device hidden).
+    let current = ProbeReading {
+        window_kernels: Some(5000),
+        ..reading(0.30)
+    };
+    let old_wire = ProbeReading {
+        window_kernels: Some(40),
+        totals_only: true,
+        ..reading(0.02)
+    };
+    let mut c = Case::new(0.37)
+        .with(1, None, pod("a", "a", "a"))
+        .with(2, None, pod("b", "b", "b"))
+        .probe(1, current.clone())
+        .probe(2, old_wire.clone());
+    c.mps = true;
+    let s = c.run();
+    assert_eq!(s.method, SplitMethod::Disputed, "{}", s.why);
+    assert_eq!(s.disputed, vec![DisputeReason::TotalsOnly]);
+
+    // The same old probe that saw no kernel claims nothing: no downgrade to speak of.
+    let idle = ProbeReading {
+        window_kernels: Some(0),
+        ..old_wire.clone()
+    };
+    c.act.probe.insert(
+        2,
+        ProbeReading {
+            busy_ratio: Some(0.0),
+            ..idle
+        },
+    );
+    let s = c.run();
+    assert!(
+        !s.disputed.contains(&DisputeReason::TotalsOnly),
+        "{:?}",
+        s.disputed
+    );
+
+    // Every probe on the device speaks the older wire: nothing to downgrade from.
+    c.act.probe.insert(
+        1,
+        ProbeReading {
+            totals_only: true,
+            ..current
+        },
+    );
+    c.act.probe.insert(2, old_wire);
+    let s = c.run();
+    assert!(
+        !s.disputed.contains(&DisputeReason::TotalsOnly),
+        "{:?}",
+        s.disputed
+    );
+}

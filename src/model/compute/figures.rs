@@ -27,6 +27,9 @@ pub enum DisputeReason {
     /// Kernels covering a millisecond alone ran far slower than their solo durations: a
     /// co-tenant ran in it without claiming it.
     StretchedAlone,
+    /// A probe sends totals only beside probes that send timelines: its claim cannot be set
+    /// against theirs, and sending less is how a claim would escape the checks.
+    TotalsOnly,
 }
 
 impl DisputeReason {
@@ -40,6 +43,7 @@ impl DisputeReason {
             DisputeReason::ProbeSilent => "probe-silent",
             DisputeReason::Clock => "clock",
             DisputeReason::StretchedAlone => "stretched-alone",
+            DisputeReason::TotalsOnly => "totals-only",
         }
     }
 }

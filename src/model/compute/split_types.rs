@@ -42,6 +42,9 @@ pub struct ProbeReading {
     /// Kernels completed over the window (between the same two reports as `busy_ratio`);
     /// `None` when there is no busy ratio.
     pub window_kernels: Option<u64>,
+    /// The probe sends totals only (wire version 1): no clock and no timeline to set its
+    /// kernels beside the others' ([`super::evidence`]).
+    pub totals_only: bool,
 }
 
 pub use super::timeslice::ProbeTimeline;

@@ -150,6 +150,8 @@ struct Report {
 struct PidReports {
     reports: VecDeque<Report>,
     disabled: bool,
+    /// Its latest frame carried totals only (wire version 1: no clock, no timeline).
+    totals_only: bool,
     /// Only once a full frame (the first of a connection) arrived.
     timeline: Option<Timeline>,
 }
@@ -252,6 +254,7 @@ impl ProbeBook {
         while e.reports.len() > MAX_REPORTS {
             e.reports.pop_front();
         }
+        e.totals_only = frame.now_ns == 0;
         if frame.now_ns == 0 || e.disabled {
             e.timeline = None;
             return;
@@ -315,6 +318,7 @@ impl ProbeBook {
                             )
                         }),
                         window_kernels,
+                        totals_only: r.totals_only,
                     },
                 ))
             })

@@ -250,3 +250,20 @@ fn a_frame_without_a_clock_or_before_a_full_one_gives_no_timeline() {
     book.record(2, &frame(5, 1), t0);
     assert!(book.timelines(&[2], t0).is_empty());
 }
+
+#[test]
+fn a_reading_says_whether_its_probe_sends_totals_only() {
+    let book = ProbeBook::new(Duration::from_secs(5));
+    let t0 = Instant::now();
+    for s in 0..=6u64 {
+        let at = t0 + Duration::from_secs(s);
+        book.record(1, &frame(400 * s, 10 * s), at);
+        let mut f = timeline_frame(1_000 * (s + 1), 1_000 * s, &[400; 1000], FLAG_FULL);
+        f.busy_ns = 400 * s * MS;
+        f.kernels = 10 * s;
+        book.record(2, &f, at);
+    }
+    let r = book.readings(&[1, 2], t0 + Duration::from_secs(6));
+    assert!(r[&1].totals_only, "{:?}", r[&1]);
+    assert!(!r[&2].totals_only, "{:?}", r[&2]);
+}
