@@ -504,8 +504,8 @@ fn a_probe_speaking_totals_only_beside_timelines_is_a_downgrade_and_disputed() {
     let mut c = Case::new(0.37)
         .with(1, None, pod("a", "a", "a"))
         .with(2, None, pod("b", "b", "b"))
-        .probe(1, current.clone())
-        .probe(2, old_wire.clone());
+        .probe(1, current)
+        .probe(2, old_wire);
     c.mps = true;
     let s = c.run();
     assert_eq!(s.method, SplitMethod::Disputed, "{}", s.why);
@@ -514,7 +514,7 @@ fn a_probe_speaking_totals_only_beside_timelines_is_a_downgrade_and_disputed() {
     // The same old probe that saw no kernel claims nothing: no downgrade to speak of.
     let idle = ProbeReading {
         window_kernels: Some(0),
-        ..old_wire.clone()
+        ..old_wire
     };
     c.act.probe.insert(
         2,
