@@ -276,6 +276,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut source = NvmlSource::new(
         nvml,
         NvmlOptions {
+            library: library.clone(),
             procfs: PathBuf::from("/proc"),
             // Cycles run every 100 ms here rather than every second, so the cadences are a
             // tenth of the defaults: the same calls per cycle.
@@ -286,8 +287,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             collect_gpm: true,
             isolation: tessera::source::nvml::Isolation::Thread,
             gpu_timeout: Duration::from_secs(5),
-            log_level: "info".into(),
-            log_json: false,
         },
     );
     // Warm-up: discovery, capability learning, first GPM sample.

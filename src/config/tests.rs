@@ -2,6 +2,7 @@
 
 use super::*;
 use clap::Parser;
+use std::time::Duration;
 
 fn cli(args: &[&str]) -> Cli {
     Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).unwrap()
@@ -10,12 +11,12 @@ fn cli(args: &[&str]) -> Cli {
 #[test]
 fn defaults_are_sane() {
     let s = Settings::resolve(&cli(&["--kube.node-name=n1"])).unwrap();
-    assert_eq!(s.listen_address.to_string(), DEFAULT_LISTEN);
-    assert_eq!(s.sample_interval, Duration::from_secs(1));
-    assert!(s.collect_processes && !s.enable_debug && !s.demo);
-    assert_eq!(s.node_name, "n1");
+    assert_eq!(s.web.listen_address.to_string(), DEFAULT_LISTEN);
+    assert_eq!(s.sample.interval, Duration::from_secs(1));
+    assert!(s.nvml.collect_processes && !s.web.enable_debug && !s.demo.enabled);
+    assert_eq!(s.sources.kube.node_name, "n1");
     let s = Settings::resolve(&cli(&["--web.listen-address=:9950"])).unwrap();
-    assert_eq!(s.listen_address.to_string(), "0.0.0.0:9950");
+    assert_eq!(s.web.listen_address.to_string(), "0.0.0.0:9950");
 }
 
 #[test]
@@ -60,15 +61,15 @@ fn file_fills_in_and_flags_win() {
         "--log.format=text",
     ]))
     .unwrap();
-    assert_eq!(s.sample_interval, Duration::from_millis(250));
-    assert_eq!(s.log_format, LogFormat::Text);
-    assert!(!s.collect_mig);
+    assert_eq!(s.sample.interval, Duration::from_millis(250));
+    assert_eq!(s.log.format, LogFormat::Text);
+    assert!(!s.nvml.collect_mig);
 }
 
 #[test]
 #[cfg(feature = "demo")]
 fn the_demo_turns_dra_on_unless_told_otherwise() {
-    let on = |args: &[&str]| Settings::resolve(&cli(args)).unwrap().kube_dra;
+    let on = |args: &[&str]| Settings::resolve(&cli(args)).unwrap().sources.kube.dra;
     assert!(!on(&[]));
     assert!(on(&["--demo"]));
     assert!(!on(&["--demo", "--kube.dra=false"]));
@@ -78,9 +79,9 @@ fn the_demo_turns_dra_on_unless_told_otherwise() {
 #[test]
 fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
     let s = Settings::resolve(&cli(&["--web.enable-debug", "--kube.dra"])).unwrap();
-    assert!(s.enable_debug && s.kube_dra);
+    assert!(s.web.enable_debug && s.sources.kube.dra);
     #[cfg(feature = "demo")]
-    assert!(Settings::resolve(&cli(&["--demo"])).unwrap().demo);
+    assert!(Settings::resolve(&cli(&["--demo"])).unwrap().demo.enabled);
     let s = Settings::resolve(&cli(&[
         "--no-collect.processes",
         "--collect.mig=off",
@@ -88,12 +89,17 @@ fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
         "--no-kubelet.enabled",
     ]))
     .unwrap();
-    assert!(!s.collect_processes && !s.collect_mig && !s.kube_enabled && !s.kubelet_enabled);
+    assert!(
+        !s.nvml.collect_processes
+            && !s.nvml.collect_mig
+            && !s.sources.kube.enabled
+            && !s.sources.kubelet.enabled
+    );
     // The last of a flag and its --no- twin wins.
     let s = Settings::resolve(&cli(&["--no-web.enable-debug", "--web.enable-debug"])).unwrap();
-    assert!(s.enable_debug);
+    assert!(s.web.enable_debug);
     let s = Settings::resolve(&cli(&["--web.enable-debug=yes", "--no-web.enable-debug"])).unwrap();
-    assert!(!s.enable_debug);
+    assert!(!s.web.enable_debug);
     for (text, want) in [
         ("1", true),
         ("YES", true),
@@ -146,17 +152,20 @@ fn durations() {
 #[test]
 fn dcgm_compat_is_off_by_default_and_set_by_flag_env_or_file() {
     let s = Settings::resolve(&cli(&[])).unwrap();
-    assert!(!s.dcgm_compat && s.dcgm_listen_address.is_none());
+    assert!(!s.metrics.dcgm_compat && s.web.dcgm_listen_address.is_none());
     let s = Settings::resolve(&cli(&[
         "--metrics.dcgm-compat",
         "--web.dcgm-listen-address=:9400",
     ]))
     .unwrap();
-    assert!(s.dcgm_compat);
-    assert_eq!(s.dcgm_listen_address.unwrap().to_string(), "0.0.0.0:9400");
+    assert!(s.metrics.dcgm_compat);
+    assert_eq!(
+        s.web.dcgm_listen_address.unwrap().to_string(),
+        "0.0.0.0:9400"
+    );
     let s =
         Settings::resolve(&cli(&["--metrics.dcgm-compat", "--no-metrics.dcgm-compat"])).unwrap();
-    assert!(!s.dcgm_compat);
+    assert!(!s.metrics.dcgm_compat);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.yaml");
     std::fs::write(
@@ -165,8 +174,11 @@ fn dcgm_compat_is_off_by_default_and_set_by_flag_env_or_file() {
     )
     .unwrap();
     let s = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap();
-    assert!(s.dcgm_compat);
-    assert_eq!(s.dcgm_listen_address.unwrap().to_string(), "127.0.0.1:9400");
+    assert!(s.metrics.dcgm_compat);
+    assert_eq!(
+        s.web.dcgm_listen_address.unwrap().to_string(),
+        "127.0.0.1:9400"
+    );
 }
 
 #[test]
@@ -199,19 +211,20 @@ fn a_dcgm_listener_without_compat_or_on_the_main_port_is_refused() {
 #[cfg(feature = "demo")]
 fn a_fleet_node_is_named_from_its_index_needs_the_demo_and_is_bounded() {
     let s = Settings::resolve(&cli(&["--demo", "--demo.fleet-node=123"])).unwrap();
-    assert_eq!(s.demo_fleet_node, Some(123));
-    assert_eq!(s.node_name, "fleet-2-gpu-00123");
+    assert_eq!(s.demo.fleet_node, Some(123));
+    assert_eq!(s.sources.kube.node_name, "fleet-2-gpu-00123");
     let s = Settings::resolve(&cli(&[
         "--demo",
         "--demo.fleet-node=3",
         "--kube.node-name=x",
     ]))
     .unwrap();
-    assert_eq!(s.node_name, "x");
+    assert_eq!(s.sources.kube.node_name, "x");
     assert_eq!(
         Settings::resolve(&cli(&["--demo"]))
             .unwrap()
-            .demo_fleet_node,
+            .demo
+            .fleet_node,
         None
     );
     let errors = Settings::resolve(&cli(&["--demo.fleet-node=1"])).unwrap_err();
@@ -244,7 +257,12 @@ fn without_the_demo_feature_its_flags_are_refused() {
             "{args:?}: {errors:?}"
         );
     }
-    assert!(!Settings::resolve(&cli(&["--demo=false"])).unwrap().demo);
+    assert!(
+        !Settings::resolve(&cli(&["--demo=false"]))
+            .unwrap()
+            .demo
+            .enabled
+    );
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! NVML's flags: the library, its call cadences, what it collects and where it runs.
+//! NVML's flags: the library, its call cadences, what it collects and where it runs; and
+//! [`NvmlOptions`], what they resolve to and the source runs with.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -51,14 +52,48 @@ pub struct NvmlArgs {
     pub nvml_isolation: Option<String>,
 }
 
+#[derive(Debug, Clone)]
+pub struct NvmlOptions {
+    /// `None`: the system's libnvidia-ml.so.1.
+    pub library: Option<PathBuf>,
+    pub procfs: PathBuf,
+    /// Cadence of the slow calls: energy (~3-4 ms on an H100), PCIe replays (~120 µs) and MIG
+    /// mode (~110-150 µs).
+    pub slow_interval: Duration,
+    /// Cadence of per-process utilization: ~1.7 ms per GPU on an H100, more than all the other
+    /// per-cycle calls together.
+    pub process_interval: Duration,
+    pub collect_processes: bool,
+    pub collect_mig: bool,
+    /// Read GPM (`--collect.gpm`); off leaves the profiling counters to DCGM's profiling module.
+    pub collect_gpm: bool,
+    pub isolation: Isolation,
+    /// How long a cycle waits for a GPU before reporting it down (a hung driver call).
+    pub gpu_timeout: Duration,
+}
+
 impl NvmlArgs {
-    pub fn library(&self, r: &mut Resolver) -> Option<PathBuf> {
+    pub fn resolve(&self, r: &mut Resolver) -> NvmlOptions {
+        NvmlOptions {
+            library: self.library(r),
+            slow_interval: self.slow_interval(r),
+            process_interval: self.process_interval(r),
+            gpu_timeout: self.timeout(r),
+            procfs: self.procfs(r),
+            collect_processes: self.collect_processes(r),
+            collect_mig: self.collect_mig(r),
+            collect_gpm: self.collect_gpm(r),
+            isolation: self.isolation(r),
+        }
+    }
+
+    fn library(&self, r: &mut Resolver) -> Option<PathBuf> {
         r.get("nvml.library", &self.nvml_library, None, |s| {
             Ok(Some(PathBuf::from(s)))
         })
     }
 
-    pub fn slow_interval(&self, r: &mut Resolver) -> Duration {
+    fn slow_interval(&self, r: &mut Resolver) -> Duration {
         r.get(
             "nvml.slow-interval",
             &self.nvml_slow_interval,
@@ -67,7 +102,7 @@ impl NvmlArgs {
         )
     }
 
-    pub fn process_interval(&self, r: &mut Resolver) -> Duration {
+    fn process_interval(&self, r: &mut Resolver) -> Duration {
         r.get(
             "nvml.process-interval",
             &self.nvml_process_interval,
@@ -76,7 +111,7 @@ impl NvmlArgs {
         )
     }
 
-    pub fn timeout(&self, r: &mut Resolver) -> Duration {
+    fn timeout(&self, r: &mut Resolver) -> Duration {
         r.get(
             "nvml.timeout",
             &self.nvml_timeout,
@@ -85,13 +120,13 @@ impl NvmlArgs {
         )
     }
 
-    pub fn procfs(&self, r: &mut Resolver) -> PathBuf {
+    fn procfs(&self, r: &mut Resolver) -> PathBuf {
         r.get("path.procfs", &self.procfs, PathBuf::from("/proc"), |s| {
             Ok(PathBuf::from(s))
         })
     }
 
-    pub fn collect_processes(&self, r: &mut Resolver) -> bool {
+    fn collect_processes(&self, r: &mut Resolver) -> bool {
         r.get_bool(
             "collect.processes",
             &self.collect_processes,
@@ -100,15 +135,15 @@ impl NvmlArgs {
         )
     }
 
-    pub fn collect_mig(&self, r: &mut Resolver) -> bool {
+    fn collect_mig(&self, r: &mut Resolver) -> bool {
         r.get_bool("collect.mig", &self.collect_mig, self.no_collect_mig, true)
     }
 
-    pub fn collect_gpm(&self, r: &mut Resolver) -> bool {
+    fn collect_gpm(&self, r: &mut Resolver) -> bool {
         r.get_bool("collect.gpm", &self.collect_gpm, self.no_collect_gpm, true)
     }
 
-    pub fn isolation(&self, r: &mut Resolver) -> Isolation {
+    fn isolation(&self, r: &mut Resolver) -> Isolation {
         r.get(
             "nvml.isolation",
             &self.nvml_isolation,

@@ -69,6 +69,7 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
         }
     };
     let opts = NvmlOptions {
+        library: config.library.clone(),
         procfs: config.procfs.clone(),
         slow_interval: Duration::from_millis(config.slow_interval_ms),
         process_interval: Duration::from_millis(config.process_interval_ms),
@@ -77,8 +78,6 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
         collect_gpm: config.collect_gpm,
         isolation: Isolation::Thread,
         gpu_timeout: Duration::from_secs(2),
-        log_level: config.log_level.clone(),
-        log_json: config.log_json,
     };
     let requests = std::io::stdin().lock().lines();
     match config.role {
