@@ -2,8 +2,8 @@
 //! each other, directly or around a circle. Plain types shared by several layers live in a file
 //! below all of them (`holding`, `dra_claim`, `figures`, `view`; `web/settings`). `src/model`
 //! reads in wings, folders in the order of its module doc: a file imports from its own wing and
-//! those below it only. A new import that closes a circle or runs back up a wing fails here,
-//! naming it.
+//! those below it only. The crate's own modules read in layers the same way (`CRATE_LAYERS`).
+//! A new import that closes a circle or runs back up a wing or a layer fails here, naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -187,6 +187,128 @@ fn model_reads_in_wings() {
     if let Some(c) = circle(&within) {
         panic!(
             "a wing of src/model has an import circle: {}",
+            c.join(" -> ")
+        );
+    }
+}
+
+/// The library's top-level modules, bottom-up: a module imports (`crate::x`) from its own layer
+/// and those below only, and a layer has no circle. src/main.rs, the binary, stands above them
+/// all. docs/design.md ("Adding a setting or a source") counts a flag's path against these.
+const CRATE_LAYERS: [(&str, &[&str]); 5] = [
+    // Values and decisions: flag text into typed values; the pure model.
+    ("base", &["options", "model"]),
+    // What the exporter is built from: the sources, the exposition, HTTP serving, the log.
+    ("components", &["source", "metrics", "web", "log"]),
+    // The one writer: reads the sources, joins, encodes, publishes.
+    ("sampler", &["sampler"]),
+    // What runs beside it: the scrape routes, the demo and its fakes, the subcommands.
+    (
+        "services",
+        &["server", "demo", "fakes", "install", "advise"],
+    ),
+    // The assembly: every component's flags gathered and resolved into `Settings` (config),
+    // and the exporter built from them (app).
+    ("assembly", &["config", "app"]),
+];
+
+/// A file's code without comments and tests: a test module declared at the top (`#[cfg(test)]
+/// mod tests;`) is skipped, a test item with a body ends the code as in [`code_of`].
+fn code_without_tests(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut code = Vec::new();
+    let mut lines = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            code.push(line);
+            continue;
+        }
+        let item = lines.by_ref().find(|l| !l.trim_start().starts_with("#["));
+        if item.is_none_or(|l| !l.trim_end().ends_with(';')) {
+            break;
+        }
+    }
+    code.join("\n")
+}
+
+/// The code of a top-level module: `src/<name>.rs`, or every file under `src/<name>/`, tests
+/// left out.
+fn module_code(src: &Path, name: &str) -> String {
+    let file = src.join(format!("{name}.rs"));
+    if file.is_file() {
+        return code_without_tests(&file);
+    }
+    let mut code = String::new();
+    let mut dirs = vec![src.join(name)];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let test = stem == "tests" || stem.ends_with("_tests");
+            if !test && path.extension().is_some_and(|x| x == "rs") {
+                code.push_str(&code_without_tests(&path));
+                code.push('\n');
+            }
+        }
+    }
+    code
+}
+
+#[test]
+fn the_crate_reads_in_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let layer_of: BTreeMap<&str, usize> = CRATE_LAYERS
+        .iter()
+        .enumerate()
+        .flat_map(|(layer, (_, modules))| modules.iter().map(move |m| (*m, layer)))
+        .collect();
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let declared: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    let placed: BTreeSet<&str> = layer_of.keys().copied().collect();
+    assert_eq!(
+        declared, placed,
+        "src/lib.rs's modules and CRATE_LAYERS differ"
+    );
+    let mut within: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut up = Vec::new();
+    for (name, layer) in &layer_of {
+        let code = module_code(&src, name);
+        let deps = within.entry(name.to_string()).or_default();
+        for dep in layer_of.keys().filter(|d| *d != name) {
+            let token = format!("crate::{dep}");
+            let imports = code.match_indices(&token).any(|(at, _)| {
+                let after = code[at + token.len()..].chars().next();
+                after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+            });
+            if !imports {
+                continue;
+            }
+            let dep_layer = layer_of[dep];
+            if dep_layer > *layer {
+                up.push(format!(
+                    "{name} ({}) imports {dep} ({})",
+                    CRATE_LAYERS[*layer].0, CRATE_LAYERS[dep_layer].0
+                ));
+            } else if dep_layer == *layer {
+                deps.insert(dep.to_string());
+            }
+        }
+    }
+    assert!(
+        up.is_empty(),
+        "imports run back up the crate's layers: {up:#?}"
+    );
+    if let Some(c) = circle(&within) {
+        panic!(
+            "a layer of the crate has an import circle: {}",
             c.join(" -> ")
         );
     }
