@@ -349,3 +349,72 @@ fn every_declared_flag_is_a_key_of_the_config_file() {
         );
     }
 }
+
+/// The `pub` fields of `struct name` in `text`, with their types; `flattened`: only those
+/// under `#[command(flatten)]`.
+fn fields_of(text: &str, name: &str, flattened: bool) -> Vec<(String, String)> {
+    let start = format!("pub struct {name} {{");
+    let body = text
+        .split_once(&start)
+        .and_then(|(_, rest)| rest.split_once("\n}"))
+        .map(|(body, _)| body)
+        .unwrap_or_else(|| panic!("no `{start}`"));
+    let mut out = Vec::new();
+    let mut flatten = false;
+    for line in body.lines().map(str::trim) {
+        if line == "#[command(flatten)]" {
+            flatten = true;
+        } else if let Some((field, ty)) = line.strip_prefix("pub ").and_then(|l| l.split_once(": "))
+        {
+            if flatten || !flattened {
+                out.push((field.to_owned(), ty.trim_end_matches(',').to_owned()));
+            }
+            flatten = false;
+        }
+    }
+    out
+}
+
+/// A setting of its own in `Settings` (or `SourceOptions`) would be declared outside its
+/// component: each field is a component's options, resolved from the `Cli` (or `SourceArgs`)
+/// field of the same name (docs/design.md, "Adding a setting or a source").
+#[test]
+fn settings_hold_one_options_field_per_component() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let read = |p: &str| std::fs::read_to_string(src.join(p)).unwrap();
+    let (config, cli, sources) = (
+        read("config/mod.rs"),
+        read("config/cli.rs"),
+        read("source/mod.rs"),
+    );
+    for (options, args) in [
+        (
+            fields_of(&config, "Settings", false),
+            fields_of(&cli, "Cli", true),
+        ),
+        (
+            fields_of(&sources, "SourceOptions", false),
+            fields_of(&sources, "SourceArgs", true),
+        ),
+    ] {
+        assert!(options.len() >= 3, "{options:?}");
+        let names = |f: &[(String, String)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            names(&options),
+            names(&args),
+            "one options field per flattened *Args field"
+        );
+        for (field, ty) in &options {
+            assert!(
+                ty.ends_with("Options"),
+                "`{field}: {ty}` is not a component's options"
+            );
+        }
+        for (field, ty) in &args {
+            assert!(
+                ty.ends_with("Args"),
+                "`{field}: {ty}` is not a component's flags"
+            );
+        }
+    }
+}
