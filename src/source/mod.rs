@@ -55,7 +55,9 @@ impl SourceArgs {
     }
 }
 
-/// Names what a source's flags resolve to, for a source whose module exports only its flags.
+/// Names what a source's flags resolve to through the flags. The probe needs it: its mod.rs,
+/// under another change, re-exports `ProbeArgs` only; once it also exports `ProbeOptions`,
+/// `SourceOptions` names that and this goes.
 pub trait Resolves {
     type Options;
 }
