@@ -277,16 +277,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         nvml,
         NvmlOptions {
             library: library.clone(),
-            procfs: PathBuf::from("/proc"),
             // Cycles run every 100 ms here rather than every second, so the cadences are a
             // tenth of the defaults: the same calls per cycle.
             slow_interval: Duration::from_millis(SLOW_INTERVAL_S * 100),
             process_interval: Duration::from_millis(PROCESS_INTERVAL_S * 100),
-            collect_processes: true,
-            collect_mig: true,
-            collect_gpm: true,
             isolation: tessera::source::nvml::Isolation::Thread,
             gpu_timeout: Duration::from_secs(5),
+            ..NvmlOptions::default()
         },
     );
     // Warm-up: discovery, capability learning, first GPM sample.

@@ -72,87 +72,81 @@ pub struct NvmlOptions {
     pub gpu_timeout: Duration,
 }
 
-impl NvmlArgs {
-    pub fn resolve(&self, r: &mut Resolver) -> NvmlOptions {
+/// What each flag's help names as its default. Code that builds options by hand (a worker
+/// process, the cost example) takes the rest from here, so a new option is added in this file
+/// only.
+impl Default for NvmlOptions {
+    fn default() -> Self {
         NvmlOptions {
-            library: self.library(r),
-            slow_interval: self.slow_interval(r),
-            process_interval: self.process_interval(r),
-            gpu_timeout: self.timeout(r),
-            procfs: self.procfs(r),
-            collect_processes: self.collect_processes(r),
-            collect_mig: self.collect_mig(r),
-            collect_gpm: self.collect_gpm(r),
-            isolation: self.isolation(r),
+            library: None,
+            procfs: PathBuf::from("/proc"),
+            slow_interval: Duration::from_secs(10),
+            process_interval: Duration::from_secs(5),
+            collect_processes: true,
+            collect_mig: true,
+            collect_gpm: true,
+            isolation: Isolation::Process,
+            gpu_timeout: Duration::from_secs(2),
         }
     }
+}
 
-    fn library(&self, r: &mut Resolver) -> Option<PathBuf> {
-        r.get("nvml.library", &self.nvml_library, None, |s| {
-            Ok(Some(PathBuf::from(s)))
-        })
-    }
-
-    fn slow_interval(&self, r: &mut Resolver) -> Duration {
-        r.get(
-            "nvml.slow-interval",
-            &self.nvml_slow_interval,
-            Duration::from_secs(10),
-            parse_positive_duration,
-        )
-    }
-
-    fn process_interval(&self, r: &mut Resolver) -> Duration {
-        r.get(
-            "nvml.process-interval",
-            &self.nvml_process_interval,
-            Duration::from_secs(5),
-            parse_positive_duration,
-        )
-    }
-
-    fn timeout(&self, r: &mut Resolver) -> Duration {
-        r.get(
-            "nvml.timeout",
-            &self.nvml_timeout,
-            Duration::from_secs(2),
-            parse_positive_duration,
-        )
-    }
-
-    fn procfs(&self, r: &mut Resolver) -> PathBuf {
-        r.get("path.procfs", &self.procfs, PathBuf::from("/proc"), |s| {
-            Ok(PathBuf::from(s))
-        })
-    }
-
-    fn collect_processes(&self, r: &mut Resolver) -> bool {
-        r.get_bool(
-            "collect.processes",
-            &self.collect_processes,
-            self.no_collect_processes,
-            true,
-        )
-    }
-
-    fn collect_mig(&self, r: &mut Resolver) -> bool {
-        r.get_bool("collect.mig", &self.collect_mig, self.no_collect_mig, true)
-    }
-
-    fn collect_gpm(&self, r: &mut Resolver) -> bool {
-        r.get_bool("collect.gpm", &self.collect_gpm, self.no_collect_gpm, true)
-    }
-
-    fn isolation(&self, r: &mut Resolver) -> Isolation {
-        r.get(
-            "nvml.isolation",
-            &self.nvml_isolation,
-            Isolation::Process,
-            |s| match s.trim() {
-                "process" => Ok(Isolation::Process),
-                "thread" => Ok(Isolation::Thread),
-                _ => Err("expected `process` or `thread`".into()),
-            },
-        )
+impl NvmlArgs {
+    pub fn resolve(&self, r: &mut Resolver) -> NvmlOptions {
+        let d = NvmlOptions::default();
+        NvmlOptions {
+            library: r.get("nvml.library", &self.nvml_library, d.library, |s| {
+                Ok(Some(PathBuf::from(s)))
+            }),
+            slow_interval: r.get(
+                "nvml.slow-interval",
+                &self.nvml_slow_interval,
+                d.slow_interval,
+                parse_positive_duration,
+            ),
+            process_interval: r.get(
+                "nvml.process-interval",
+                &self.nvml_process_interval,
+                d.process_interval,
+                parse_positive_duration,
+            ),
+            gpu_timeout: r.get(
+                "nvml.timeout",
+                &self.nvml_timeout,
+                d.gpu_timeout,
+                parse_positive_duration,
+            ),
+            procfs: r.get("path.procfs", &self.procfs, d.procfs, |s| {
+                Ok(PathBuf::from(s))
+            }),
+            collect_processes: r.get_bool(
+                "collect.processes",
+                &self.collect_processes,
+                self.no_collect_processes,
+                d.collect_processes,
+            ),
+            collect_mig: r.get_bool(
+                "collect.mig",
+                &self.collect_mig,
+                self.no_collect_mig,
+                d.collect_mig,
+            ),
+            collect_gpm: r.get_bool(
+                "collect.gpm",
+                &self.collect_gpm,
+                self.no_collect_gpm,
+                d.collect_gpm,
+            ),
+            isolation: r.get(
+                "nvml.isolation",
+                &self.nvml_isolation,
+                d.isolation,
+                |s| match s.trim() {
+                    "process" => Ok(Isolation::Process),
+                    "thread" => Ok(Isolation::Thread),
+                    _ => Err("expected `process` or `thread`".into()),
+                },
+            ),
+        }
     }
 }

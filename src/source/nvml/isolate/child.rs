@@ -68,8 +68,8 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
             return Err(WorkerError::Reported(e.to_string()));
         }
     };
+    // What a worker's calls read; the rest (the library, open already) keep their defaults.
     let opts = NvmlOptions {
-        library: config.library.clone(),
         procfs: config.procfs.clone(),
         slow_interval: Duration::from_millis(config.slow_interval_ms),
         process_interval: Duration::from_millis(config.process_interval_ms),
@@ -78,6 +78,7 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
         collect_gpm: config.collect_gpm,
         isolation: Isolation::Thread,
         gpu_timeout: Duration::from_secs(2),
+        ..NvmlOptions::default()
     };
     let requests = std::io::stdin().lock().lines();
     match config.role {
