@@ -157,39 +157,51 @@ fn named(code: &str, names: &BTreeSet<&str>) -> BTreeSet<String> {
     found
 }
 
+/// Fails on an import back up the layers, or a circle within one. `modules`: each module, its
+/// layer (an index into `layers`, bottom-up) and the modules it imports; `what` names the layers
+/// (`src/model's wings`), `one` a single layer (`a wing of src/model`).
+fn assert_layered(
+    what: &str,
+    one: &str,
+    layers: &[&str],
+    modules: &[(String, usize, BTreeSet<String>)],
+) {
+    let layer_of: BTreeMap<&str, usize> =
+        modules.iter().map(|(n, l, _)| (n.as_str(), *l)).collect();
+    let mut within: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut up = Vec::new();
+    for (name, layer, imports) in modules {
+        let deps = within.entry(name.clone()).or_default();
+        for dep in imports.iter().filter(|d| *d != name) {
+            let dep_layer = layer_of[dep.as_str()];
+            if dep_layer > *layer {
+                up.push(format!(
+                    "{name} ({}) imports {dep} ({})",
+                    layers[*layer], layers[dep_layer]
+                ));
+            } else if dep_layer == *layer {
+                deps.insert(dep.clone());
+            }
+        }
+    }
+    assert!(up.is_empty(), "imports run back up {what}: {up:#?}");
+    if let Some(c) = circle(&within) {
+        panic!("{one} has an import circle: {}", c.join(" -> "));
+    }
+}
+
 #[test]
 fn model_reads_in_wings() {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model");
     let files = model_files(&model);
     assert!(files.len() > 20, "model: read {} files", files.len());
-    let wing_of: BTreeMap<&str, usize> = files.iter().map(|(n, w, _)| (n.as_str(), *w)).collect();
-    let names: BTreeSet<&str> = wing_of.keys().copied().collect();
-    let mut within: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut up = Vec::new();
-    for (name, wing, code) in &files {
-        let deps = within.entry(name.clone()).or_default();
-        for dep in named(code, &names).into_iter().filter(|d| d != name) {
-            let dep_wing = wing_of[dep.as_str()];
-            if dep_wing > *wing {
-                up.push(format!(
-                    "{name} ({}) imports {dep} ({})",
-                    MODEL_WINGS[*wing].0, MODEL_WINGS[dep_wing].0
-                ));
-            } else if dep_wing == *wing {
-                deps.insert(dep);
-            }
-        }
-    }
-    assert!(
-        up.is_empty(),
-        "imports run back up src/model's wings: {up:#?}"
-    );
-    if let Some(c) = circle(&within) {
-        panic!(
-            "a wing of src/model has an import circle: {}",
-            c.join(" -> ")
-        );
-    }
+    let names: BTreeSet<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
+    let modules: Vec<_> = files
+        .iter()
+        .map(|(name, wing, code)| (name.clone(), *wing, named(code, &names)))
+        .collect();
+    let wings: Vec<&str> = MODEL_WINGS.iter().map(|(w, _)| *w).collect();
+    assert_layered("src/model's wings", "a wing of src/model", &wings, &modules);
 }
 
 /// The library's top-level modules, bottom-up: a module imports (`crate::x`) from its own layer
@@ -277,41 +289,31 @@ fn the_crate_reads_in_layers() {
         declared, placed,
         "src/lib.rs's modules and CRATE_LAYERS differ"
     );
-    let mut within: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut up = Vec::new();
-    for (name, layer) in &layer_of {
-        let code = module_code(&src, name);
-        let deps = within.entry(name.to_string()).or_default();
-        for dep in layer_of.keys().filter(|d| *d != name) {
-            let token = format!("crate::{dep}");
-            let imports = code.match_indices(&token).any(|(at, _)| {
-                let after = code[at + token.len()..].chars().next();
-                after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
-            });
-            if !imports {
-                continue;
-            }
-            let dep_layer = layer_of[dep];
-            if dep_layer > *layer {
-                up.push(format!(
-                    "{name} ({}) imports {dep} ({})",
-                    CRATE_LAYERS[*layer].0, CRATE_LAYERS[dep_layer].0
-                ));
-            } else if dep_layer == *layer {
-                deps.insert(dep.to_string());
-            }
-        }
-    }
-    assert!(
-        up.is_empty(),
-        "imports run back up the crate's layers: {up:#?}"
+    let modules: Vec<_> = layer_of
+        .iter()
+        .map(|(name, layer)| {
+            let code = module_code(&src, name);
+            let imports = layer_of
+                .keys()
+                .filter(|dep| {
+                    let token = format!("crate::{dep}");
+                    code.match_indices(&token).any(|(at, _)| {
+                        let after = code[at + token.len()..].chars().next();
+                        after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+                    })
+                })
+                .map(|dep| dep.to_string())
+                .collect();
+            (name.to_string(), *layer, imports)
+        })
+        .collect();
+    let layers: Vec<&str> = CRATE_LAYERS.iter().map(|(l, _)| *l).collect();
+    assert_layered(
+        "the crate's layers",
+        "a layer of the crate",
+        &layers,
+        &modules,
     );
-    if let Some(c) = circle(&within) {
-        panic!(
-            "a layer of the crate has an import circle: {}",
-            c.join(" -> ")
-        );
-    }
 }
 
 #[test]
