@@ -276,18 +276,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut source = NvmlSource::new(
         nvml,
         NvmlOptions {
-            procfs: PathBuf::from("/proc"),
+            library: library.clone(),
             // Cycles run every 100 ms here rather than every second, so the cadences are a
             // tenth of the defaults: the same calls per cycle.
             slow_interval: Duration::from_millis(SLOW_INTERVAL_S * 100),
             process_interval: Duration::from_millis(PROCESS_INTERVAL_S * 100),
-            collect_processes: true,
-            collect_mig: true,
-            collect_gpm: true,
             isolation: tessera::source::nvml::Isolation::Thread,
             gpu_timeout: Duration::from_secs(5),
-            log_level: "info".into(),
-            log_json: false,
+            ..NvmlOptions::default()
         },
     );
     // Warm-up: discovery, capability learning, first GPM sample.

@@ -20,15 +20,29 @@ pub struct LogArgs {
     pub log_format: Option<String>,
 }
 
+/// The log's resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogOptions {
+    pub level: tracing::Level,
+    pub format: LogFormat,
+}
+
 impl LogArgs {
-    pub fn level(&self, r: &mut Resolver) -> tracing::Level {
+    pub fn resolve(&self, r: &mut Resolver) -> LogOptions {
+        LogOptions {
+            level: self.level(r),
+            format: self.format(r),
+        }
+    }
+
+    fn level(&self, r: &mut Resolver) -> tracing::Level {
         r.get("log.level", &self.log_level, tracing::Level::INFO, |s| {
             s.parse()
                 .map_err(|_| "expected error, warn, info, debug or trace".into())
         })
     }
 
-    pub fn format(&self, r: &mut Resolver) -> LogFormat {
+    fn format(&self, r: &mut Resolver) -> LogFormat {
         r.get(
             "log.format",
             &self.log_format,
@@ -42,14 +56,14 @@ impl LogArgs {
     }
 }
 
-/// Logs to stderr at `level`, as text or JSON lines.
-pub fn init(level: tracing::Level, format: LogFormat) {
+/// Logs to stderr at the options' level, as text or JSON lines.
+pub fn init(options: &LogOptions) {
     let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
+        .with_max_level(options.level)
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal: not in kubectl logs, files or CI.
         .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
-    match format {
+    match options.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }

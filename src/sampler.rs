@@ -1,7 +1,6 @@
 //! The single writer: on its own thread (NVML blocks), it samples, joins, encodes once and
 //! swaps in the new snapshot. Scrapes only ever read what was published.
 
-use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -12,6 +11,7 @@ use tokio::sync::watch;
 
 use std::collections::{HashMap, HashSet};
 
+use crate::log::LogOptions;
 use crate::metrics::{self, EncodeOptions};
 use crate::model::compute::{complete_idle_timelines, ActivityInputs};
 use crate::model::device_id::ResourceMatcher;
@@ -43,16 +43,17 @@ pub struct Published {
 
 pub type PublishedRx = watch::Receiver<Option<Arc<Published>>>;
 
+/// What the sampler runs with: its own options and those of what it drives.
 #[derive(Debug, Clone)]
 pub struct SamplerConfig {
-    pub interval: Duration,
+    pub sample: SampleOptions,
+    /// The `node` label.
     pub node: String,
-    pub nvml_library: Option<PathBuf>,
     pub nvml: NvmlOptions,
+    /// The exporter's log, which NVML's worker processes log as.
+    pub log: LogOptions,
     pub encode: EncodeOptions,
     pub resources: ResourceMatcher,
-    /// Trailing window over which CPU time and probe busy time are compared.
-    pub activity_window: Duration,
 }
 
 /// The sampler's flags: its cadence and the trailing window activity is measured over.
@@ -66,8 +67,23 @@ pub struct SampleArgs {
     pub activity_window: Option<String>,
 }
 
+/// The sampler's resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleOptions {
+    pub interval: Duration,
+    /// Trailing window over which CPU time and probe busy time are compared.
+    pub activity_window: Duration,
+}
+
 impl SampleArgs {
-    pub fn interval(&self, r: &mut Resolver) -> Duration {
+    pub fn resolve(&self, r: &mut Resolver) -> SampleOptions {
+        SampleOptions {
+            interval: self.interval(r),
+            activity_window: self.activity_window(r),
+        }
+    }
+
+    fn interval(&self, r: &mut Resolver) -> Duration {
         r.get(
             "sample.interval",
             &self.sample_interval,
@@ -76,7 +92,7 @@ impl SampleArgs {
         )
     }
 
-    pub fn activity_window(&self, r: &mut Resolver) -> Duration {
+    fn activity_window(&self, r: &mut Resolver) -> Duration {
         r.get(
             "activity.window",
             &self.activity_window,
@@ -171,7 +187,7 @@ impl Sampler {
         tx: watch::Sender<Option<Arc<Published>>>,
     ) -> Self {
         Self {
-            cpu: CpuTracker::new(cfg.activity_window),
+            cpu: CpuTracker::new(cfg.sample.activity_window),
             cfg,
             source: None,
             tx,
@@ -198,7 +214,7 @@ impl Sampler {
         if Instant::now() < self.retry_at {
             return false;
         }
-        match NvmlSource::open(self.cfg.nvml_library.as_deref(), self.cfg.nvml.clone()) {
+        match NvmlSource::open(self.cfg.nvml.clone(), &self.cfg.log) {
             Ok(source) => {
                 tracing::info!("NVML initialized");
                 self.source = Some(source);
@@ -267,7 +283,7 @@ impl Sampler {
                 .as_ref()
                 .map(|b| b.timelines(&pids, now))
                 .unwrap_or_default(),
-            window_seconds: self.cfg.activity_window.as_secs_f64(),
+            window_seconds: self.cfg.sample.activity_window.as_secs_f64(),
         };
         complete_idle_timelines(&mut activity);
         if let Some(book) = &self.feeds.probe {
@@ -324,11 +340,11 @@ impl Sampler {
                 let mut next = Instant::now();
                 loop {
                     self.cycle();
-                    next += self.cfg.interval;
+                    next += self.cfg.sample.interval;
                     let now = Instant::now();
                     if next < now {
                         // Fell behind (a slow cycle): skip the missed ticks instead of bursting.
-                        next = now + self.cfg.interval;
+                        next = now + self.cfg.sample.interval;
                     }
                     match stop.recv_timeout(next - now) {
                         Err(RecvTimeoutError::Timeout) => {}

@@ -2,8 +2,8 @@
 //! each other, directly or around a circle. Plain types shared by several layers live in a file
 //! below all of them (`holding`, `dra_claim`, `figures`, `view`; `web/settings`). `src/model`
 //! reads in wings, folders in the order of its module doc: a file imports from its own wing and
-//! those below it only. A new import that closes a circle or runs back up a wing fails here,
-//! naming it.
+//! those below it only. The crate's own modules read in layers the same way (`CRATE_LAYERS`).
+//! A new import that closes a circle or runs back up a wing or a layer fails here, naming it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -157,39 +157,163 @@ fn named(code: &str, names: &BTreeSet<&str>) -> BTreeSet<String> {
     found
 }
 
+/// Fails on an import back up the layers, or a circle within one. `modules`: each module, its
+/// layer (an index into `layers`, bottom-up) and the modules it imports; `what` names the layers
+/// (`src/model's wings`), `one` a single layer (`a wing of src/model`).
+fn assert_layered(
+    what: &str,
+    one: &str,
+    layers: &[&str],
+    modules: &[(String, usize, BTreeSet<String>)],
+) {
+    let layer_of: BTreeMap<&str, usize> =
+        modules.iter().map(|(n, l, _)| (n.as_str(), *l)).collect();
+    let mut within: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut up = Vec::new();
+    for (name, layer, imports) in modules {
+        let deps = within.entry(name.clone()).or_default();
+        for dep in imports.iter().filter(|d| *d != name) {
+            let dep_layer = layer_of[dep.as_str()];
+            if dep_layer > *layer {
+                up.push(format!(
+                    "{name} ({}) imports {dep} ({})",
+                    layers[*layer], layers[dep_layer]
+                ));
+            } else if dep_layer == *layer {
+                deps.insert(dep.clone());
+            }
+        }
+    }
+    assert!(up.is_empty(), "imports run back up {what}: {up:#?}");
+    if let Some(c) = circle(&within) {
+        panic!("{one} has an import circle: {}", c.join(" -> "));
+    }
+}
+
 #[test]
 fn model_reads_in_wings() {
     let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model");
     let files = model_files(&model);
     assert!(files.len() > 20, "model: read {} files", files.len());
-    let wing_of: BTreeMap<&str, usize> = files.iter().map(|(n, w, _)| (n.as_str(), *w)).collect();
-    let names: BTreeSet<&str> = wing_of.keys().copied().collect();
-    let mut within: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut up = Vec::new();
-    for (name, wing, code) in &files {
-        let deps = within.entry(name.clone()).or_default();
-        for dep in named(code, &names).into_iter().filter(|d| d != name) {
-            let dep_wing = wing_of[dep.as_str()];
-            if dep_wing > *wing {
-                up.push(format!(
-                    "{name} ({}) imports {dep} ({})",
-                    MODEL_WINGS[*wing].0, MODEL_WINGS[dep_wing].0
-                ));
-            } else if dep_wing == *wing {
-                deps.insert(dep);
+    let names: BTreeSet<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
+    let modules: Vec<_> = files
+        .iter()
+        .map(|(name, wing, code)| (name.clone(), *wing, named(code, &names)))
+        .collect();
+    let wings: Vec<&str> = MODEL_WINGS.iter().map(|(w, _)| *w).collect();
+    assert_layered("src/model's wings", "a wing of src/model", &wings, &modules);
+}
+
+/// The library's top-level modules, bottom-up: a module imports (`crate::x`) from its own layer
+/// and those below only, and a layer has no circle. src/main.rs, the binary, stands above them
+/// all. docs/design.md ("Adding a setting or a source") counts a flag's path against these.
+const CRATE_LAYERS: [(&str, &[&str]); 5] = [
+    // Values and decisions: flag text into typed values; the pure model.
+    ("base", &["options", "model"]),
+    // What the exporter is built from: the sources, the exposition, HTTP serving, the log.
+    ("components", &["source", "metrics", "web", "log"]),
+    // The one writer: reads the sources, joins, encodes, publishes.
+    ("sampler", &["sampler"]),
+    // What runs beside it: the scrape routes, the demo and its fakes, the subcommands.
+    (
+        "services",
+        &["server", "demo", "fakes", "install", "advise"],
+    ),
+    // The assembly: every component's flags gathered and resolved into `Settings` (config),
+    // and the exporter built from them (app).
+    ("assembly", &["config", "app"]),
+];
+
+/// A file's code without comments and tests: a test module declared at the top (`#[cfg(test)]
+/// mod tests;`) is skipped, a test item with a body ends the code as in [`code_of`].
+fn code_without_tests(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut code = Vec::new();
+    let mut lines = text.lines().filter(|l| !l.trim_start().starts_with("//"));
+    while let Some(line) = lines.next() {
+        if line.trim() != "#[cfg(test)]" {
+            code.push(line);
+            continue;
+        }
+        let item = lines.by_ref().find(|l| !l.trim_start().starts_with("#["));
+        if item.is_none_or(|l| !l.trim_end().ends_with(';')) {
+            break;
+        }
+    }
+    code.join("\n")
+}
+
+/// The code of a top-level module: `src/<name>.rs`, or every file under `src/<name>/`, tests
+/// left out.
+fn module_code(src: &Path, name: &str) -> String {
+    let file = src.join(format!("{name}.rs"));
+    if file.is_file() {
+        return code_without_tests(&file);
+    }
+    let mut code = String::new();
+    let mut dirs = vec![src.join(name)];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let test = stem == "tests" || stem.ends_with("_tests");
+            if !test && path.extension().is_some_and(|x| x == "rs") {
+                code.push_str(&code_without_tests(&path));
+                code.push('\n');
             }
         }
     }
-    assert!(
-        up.is_empty(),
-        "imports run back up src/model's wings: {up:#?}"
+    code
+}
+
+#[test]
+fn the_crate_reads_in_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let layer_of: BTreeMap<&str, usize> = CRATE_LAYERS
+        .iter()
+        .enumerate()
+        .flat_map(|(layer, (_, modules))| modules.iter().map(move |m| (*m, layer)))
+        .collect();
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let declared: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+        .collect();
+    let placed: BTreeSet<&str> = layer_of.keys().copied().collect();
+    assert_eq!(
+        declared, placed,
+        "src/lib.rs's modules and CRATE_LAYERS differ"
     );
-    if let Some(c) = circle(&within) {
-        panic!(
-            "a wing of src/model has an import circle: {}",
-            c.join(" -> ")
-        );
-    }
+    let modules: Vec<_> = layer_of
+        .iter()
+        .map(|(name, layer)| {
+            let code = module_code(&src, name);
+            let imports = layer_of
+                .keys()
+                .filter(|dep| {
+                    let token = format!("crate::{dep}");
+                    code.match_indices(&token).any(|(at, _)| {
+                        let after = code[at + token.len()..].chars().next();
+                        after.is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+                    })
+                })
+                .map(|dep| dep.to_string())
+                .collect();
+            (name.to_string(), *layer, imports)
+        })
+        .collect();
+    let layers: Vec<&str> = CRATE_LAYERS.iter().map(|(l, _)| *l).collect();
+    assert_layered(
+        "the crate's layers",
+        "a layer of the crate",
+        &layers,
+        &modules,
+    );
 }
 
 #[test]

@@ -20,20 +20,17 @@ pub(super) type ProbeFeed = demo::repeat::Repeating;
 
 /// `Settings → Settings`: the demo node's files replace the real node's paths. The scenario
 /// path goes into the environment here, before NVML loads and before any other thread starts.
-pub(super) fn prepare(settings: Settings) -> Result<(Settings, Option<DemoNode>), AppError> {
-    if !settings.demo {
+pub(super) fn prepare(mut settings: Settings) -> Result<(Settings, Option<DemoNode>), AppError> {
+    if !settings.demo.enabled {
         return Ok((settings, None));
     }
-    let node = demo::prepare(settings.nvml_library.as_deref(), settings.demo_fleet_node)
+    let node = demo::prepare(settings.nvml.library.as_deref(), settings.demo.fleet_node)
         .map_err(AppError::failed)?;
     std::env::set_var(demo::SCENARIO_ENV, &node.scenario);
     tracing::warn!("serving the built-in DEMO node: every figure is simulated");
-    let settings = Settings {
-        nvml_library: Some(node.library.clone()),
-        procfs: node.procfs.clone(),
-        pod_resources_socket: node.kubelet_socket(),
-        ..settings
-    };
+    settings.nvml.library = Some(node.library.clone());
+    settings.nvml.procfs = node.procfs.clone();
+    settings.sources.kubelet.socket = node.kubelet_socket();
     Ok((settings, Some(node)))
 }
 
@@ -48,7 +45,7 @@ pub(super) async fn start(
         return Err(AppError::Failed("demo: the fake NVML did not start".into()));
     };
     let gpus = tokio::task::block_in_place(|| source.sample().gpus);
-    demo::start_services(node, &settings.node_name, &gpus)
+    demo::start_services(node, &settings.sources.kube.node_name, &gpus)
         .await
         .map_err(AppError::failed)
 }
@@ -66,7 +63,7 @@ pub(super) fn start_probe(
 ) -> Result<ProbeFeed, AppError> {
     let book = feeds
         .probe
-        .get_or_insert_with(|| ProbeBook::new(settings.activity_window))
+        .get_or_insert_with(|| ProbeBook::new(settings.sample.activity_window))
         .clone();
     demo::probe::start(&node.scenario_text, &demo::probe::PROBED_PIDS, book)
         .map_err(AppError::failed)

@@ -14,12 +14,11 @@ use std::path::PathBuf;
 
 use tokio::net::TcpListener;
 
-use crate::config::{LogFormat, Settings};
-use crate::metrics::EncodeOptions;
+use crate::config::Settings;
 use crate::model::device_id::ResourceMatcher;
 use crate::sampler::{Sampler, SamplerConfig};
 use crate::server::{router, AppState};
-use crate::source::nvml::{NvmlOpenError, NvmlOptions, NvmlSource};
+use crate::source::nvml::{NvmlOpenError, NvmlSource};
 use crate::web::{WebConfig, WebConfigError};
 
 /// Why the exporter did not start or stopped; `main` prints it after `tessera: `.
@@ -57,14 +56,14 @@ type LoadedWeb = Option<(PathBuf, WebConfig)>;
 
 /// Builds the exporter from `settings` and serves until SIGINT or SIGTERM.
 pub fn run(settings: Settings) -> Result<(), AppError> {
-    crate::log::init(settings.log_level, settings.log_format);
+    crate::log::init(&settings.log);
     // Read before the runtime starts (blocking I/O); a bad file stops startup like a bad flag.
-    let web = match &settings.web_config_file {
+    let web = match &settings.web.config_file {
         Some(path) => Some((path.clone(), crate::web::load(path)?)),
         None => None,
     };
     let (settings, demo_node) = demo::prepare(settings)?;
-    let source = match NvmlSource::open(settings.nvml_library.as_deref(), nvml_options(&settings)) {
+    let source = match NvmlSource::open(settings.nvml.clone(), &settings.log) {
         Ok(source) => Some(source),
         Err(e @ NvmlOpenError::NotFound { .. }) => return Err(AppError::failed(e)),
         // The driver may still be loading: the sampler retries and /readyz stays false.
@@ -81,36 +80,14 @@ pub fn run(settings: Settings) -> Result<(), AppError> {
     runtime.block_on(serve(settings, demo_node, web, source))
 }
 
-fn nvml_options(s: &Settings) -> NvmlOptions {
-    NvmlOptions {
-        procfs: s.procfs.clone(),
-        slow_interval: s.nvml_slow_interval,
-        process_interval: s.nvml_process_interval,
-        collect_processes: s.collect_processes,
-        collect_mig: s.collect_mig,
-        collect_gpm: s.collect_gpm,
-        isolation: s.nvml_isolation,
-        gpu_timeout: s.nvml_timeout,
-        log_level: s.log_level.to_string(),
-        log_json: matches!(s.log_format, LogFormat::Json),
-    }
-}
-
 fn sampler_config(s: &Settings) -> SamplerConfig {
     SamplerConfig {
-        interval: s.sample_interval,
-        node: s.node_name.clone(),
-        nvml_library: s.nvml_library.clone(),
-        nvml: nvml_options(s),
-        encode: EncodeOptions {
-            max_label_value_len: s.max_label_value_len,
-            max_series: s.max_series,
-            dcgm_compat: s.dcgm_compat,
-            detail: s.metrics_detail,
-            ..EncodeOptions::default()
-        },
-        resources: ResourceMatcher::new(s.resource_names.clone()),
-        activity_window: s.activity_window,
+        sample: s.sample.clone(),
+        node: s.sources.kube.node_name.clone(),
+        nvml: s.nvml.clone(),
+        log: s.log.clone(),
+        encode: s.metrics.encode(),
+        resources: ResourceMatcher::new(s.sources.kubelet.resource_names.clone()),
     }
 }
 
@@ -130,8 +107,8 @@ async fn bind(addr: SocketAddr, flag: &str) -> Result<TcpListener, AppError> {
 }
 
 async fn bind_listeners(settings: &Settings, web: &LoadedWeb) -> Result<Listeners, AppError> {
-    let main = bind(settings.listen_address, "").await?;
-    let Some(addr) = settings.dcgm_listen_address else {
+    let main = bind(settings.web.listen_address, "").await?;
+    let Some(addr) = settings.web.dcgm_listen_address else {
         return Ok(Listeners { main, dcgm: None });
     };
     let listener = bind(addr, " (--web.dcgm-listen-address)").await?;
@@ -173,7 +150,7 @@ async fn serve(
     let sampler = sampler
         .spawn(stop_rx)
         .map_err(|e| AppError::Failed(format!("cannot start the sampler thread: {e}")))?;
-    tracing::info!(address = %settings.listen_address, node = %settings.node_name, "serving metrics");
+    tracing::info!(address = %settings.web.listen_address, node = %settings.sources.kube.node_name, "serving metrics");
     let mut tasks = running.tasks;
     let (down_tx, down_rx) = tokio::sync::watch::channel(false);
     let down = move || {
@@ -193,7 +170,7 @@ async fn serve(
     });
     let app = router(AppState {
         published: rx,
-        enable_debug: settings.enable_debug,
+        enable_debug: settings.web.enable_debug,
     });
     let mut served = crate::web::serve(listeners.main, app, web, down()).await;
     if let Some(d) = dcgm_server {

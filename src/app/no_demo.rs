@@ -14,7 +14,7 @@ pub(super) enum ProbeFeed {}
 
 /// `Settings` built by hand (not resolved from flags) may still ask for the demo.
 pub(super) fn prepare(settings: Settings) -> Result<(Settings, Option<Node>), AppError> {
-    if settings.demo {
+    if settings.demo.enabled {
         return Err(AppError::Config(format!("--demo: {NO_DEMO}")));
     }
     Ok((settings, None))

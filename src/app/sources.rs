@@ -6,8 +6,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::Settings;
 use crate::sampler::Feeds;
-use crate::source::kube::{self, KubeConfig};
-use crate::source::podresources::{spawn_poller, PodResourcesConfig};
+use crate::source::kube::{self, KubeOptions};
+use crate::source::podresources::spawn_poller;
 use crate::source::probe::{spawn_receiver, ProbeBook};
 use crate::source::SourceState;
 
@@ -26,29 +26,23 @@ pub(super) async fn start(
     settings: &Settings,
     demo: Option<(&demo::Node, &demo::Services)>,
 ) -> Result<Running, AppError> {
+    let sources = &settings.sources;
     let mut tasks = Vec::new();
     let mut feeds = Feeds::default();
-    if settings.kubelet_enabled {
+    if sources.kubelet.enabled {
         let (tx, rx) = watch::channel(SourceState::default());
-        tasks.push(spawn_poller(
-            PodResourcesConfig {
-                socket: settings.pod_resources_socket.clone(),
-                interval: settings.kubelet_poll_interval,
-                ..PodResourcesConfig::default()
-            },
-            tx,
-        ));
+        tasks.push(spawn_poller(sources.kubelet.poller(), tx));
         feeds.pod_resources = Some(rx);
     }
-    if settings.kube_enabled {
+    if sources.kube.enabled {
         let api_url = demo.map(|(_, services)| demo::api_url(services));
-        if let Some((task, rx)) = start_kube(settings, api_url.as_deref()).await? {
+        if let Some((task, rx)) = start_kube(&sources.kube, api_url.as_deref()).await? {
             tasks.push(task);
             feeds.kube = Some(rx);
         }
     }
-    if let Some(path) = &settings.probe_socket {
-        let book = ProbeBook::new(settings.activity_window);
+    if let Some(path) = &sources.probe.socket {
+        let book = ProbeBook::new(settings.sample.activity_window);
         let task = spawn_receiver(path, book.clone())
             .map_err(|e| AppError::Failed(format!("--probe.socket: {e}")))?;
         tasks.push(task);
@@ -73,7 +67,7 @@ type KubeFeed = (
 /// `api_url`: the demo's API server; otherwise in-cluster config or kubeconfig. Without an
 /// API server, pods are named from pod-resources alone.
 async fn start_kube(
-    settings: &Settings,
+    options: &KubeOptions,
     api_url: Option<&str>,
 ) -> Result<Option<KubeFeed>, AppError> {
     let client = match api_url {
@@ -90,13 +84,8 @@ async fn start_kube(
             return Ok(None);
         }
     };
-    let cfg = KubeConfig {
-        pod_labels: settings.pod_labels.clone(),
-        dra: settings.kube_dra,
-        ..KubeConfig::new(settings.node_name.clone())
-    };
     let (tx, rx) = watch::channel(SourceState::default());
-    let task = kube::spawn(client, cfg, tx)
+    let task = kube::spawn(client, options.watch(), tx)
         .await
         .map_err(|e| AppError::Config(format!("--kube.*: {e}")))?;
     Ok(Some((task, rx)))

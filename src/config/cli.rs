@@ -36,11 +36,7 @@ pub struct Cli {
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
     #[command(flatten)]
-    pub kubelet: crate::source::podresources::KubeletArgs,
-    #[command(flatten)]
-    pub kube: crate::source::kube::KubeArgs,
-    #[command(flatten)]
-    pub probe: crate::source::probe::ProbeArgs,
+    pub sources: crate::source::SourceArgs,
     #[command(flatten)]
     pub log: crate::log::LogArgs,
     /// Flags whose value came from their environment mirror, with the variable's name, so an

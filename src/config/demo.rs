@@ -30,9 +30,25 @@ pub struct DemoArgs {
     pub demo_fleet_node: Option<String>,
 }
 
+/// The demo's resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoOptions {
+    pub enabled: bool,
+    /// `--demo.fleet-node`: the demo runs as this node of a simulated fleet.
+    pub fleet_node: Option<u32>,
+}
+
 impl DemoArgs {
+    pub fn resolve(&self, r: &mut Resolver) -> DemoOptions {
+        let enabled = self.demo(r);
+        DemoOptions {
+            enabled,
+            fleet_node: self.fleet_node(r, enabled),
+        }
+    }
+
     /// Flag or environment only: a config file must not turn a real node into a simulated one.
-    pub fn demo(&self, r: &mut Resolver) -> bool {
+    fn demo(&self, r: &mut Resolver) -> bool {
         let given = if self.no_demo { &None } else { &self.demo };
         let demo = r.get_unfiled("demo", given, false, parse_bool);
         if demo && !cfg!(feature = "demo") {
@@ -43,7 +59,7 @@ impl DemoArgs {
 
     /// The fleet member the demo runs as; `demo`: whether the demo runs at all.
     #[cfg(feature = "demo")]
-    pub fn fleet_node(&self, r: &mut Resolver, demo: bool) -> Option<u32> {
+    fn fleet_node(&self, r: &mut Resolver, demo: bool) -> Option<u32> {
         let node = r.get("demo.fleet-node", &self.demo_fleet_node, None, |s| {
             parse_index(s).map(Some)
         });
@@ -58,7 +74,7 @@ impl DemoArgs {
     /// Without the demo there is no fleet member; given alone (with `--demo` it is already
     /// refused), the flag is refused like `--demo`.
     #[cfg(not(feature = "demo"))]
-    pub fn fleet_node(&self, r: &mut Resolver, demo: bool) -> Option<u32> {
+    fn fleet_node(&self, r: &mut Resolver, demo: bool) -> Option<u32> {
         let given = r.get("demo.fleet-node", &self.demo_fleet_node, false, |_| {
             Ok(true)
         });
@@ -67,15 +83,17 @@ impl DemoArgs {
         }
         None
     }
+}
 
+impl DemoOptions {
     /// A fleet member is named after its index unless told otherwise.
     #[cfg(feature = "demo")]
-    pub fn node_name(fleet_node: Option<u32>) -> Option<String> {
-        fleet_node.map(|n| FleetNode::new(n).node_name())
+    pub fn node_name(&self) -> Option<String> {
+        self.fleet_node.map(|n| FleetNode::new(n).node_name())
     }
 
     #[cfg(not(feature = "demo"))]
-    pub fn node_name(_fleet_node: Option<u32>) -> Option<String> {
+    pub fn node_name(&self) -> Option<String> {
         None
     }
 }

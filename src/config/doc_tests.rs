@@ -22,8 +22,11 @@ fn the_example_config_file_is_valid() {
     std::fs::write(&path, example).unwrap();
     let cli = super::Cli::parse_args(["tessera", "--config.file", path.to_str().unwrap()]).unwrap();
     let s = super::super::Settings::resolve(&cli).unwrap();
-    assert_eq!(s.pod_labels, ["team", "app.kubernetes.io/name"]);
-    assert!(!s.collect_gpm);
+    assert_eq!(
+        s.sources.kube.pod_labels,
+        ["team", "app.kubernetes.io/name"]
+    );
+    assert!(!s.nvml.collect_gpm);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 
 use super::*;
 use clap::Parser;
+use std::time::Duration;
 
 fn cli(args: &[&str]) -> Cli {
     Cli::try_parse_from(std::iter::once("tessera").chain(args.iter().copied())).unwrap()
@@ -10,12 +11,12 @@ fn cli(args: &[&str]) -> Cli {
 #[test]
 fn defaults_are_sane() {
     let s = Settings::resolve(&cli(&["--kube.node-name=n1"])).unwrap();
-    assert_eq!(s.listen_address.to_string(), DEFAULT_LISTEN);
-    assert_eq!(s.sample_interval, Duration::from_secs(1));
-    assert!(s.collect_processes && !s.enable_debug && !s.demo);
-    assert_eq!(s.node_name, "n1");
+    assert_eq!(s.web.listen_address.to_string(), DEFAULT_LISTEN);
+    assert_eq!(s.sample.interval, Duration::from_secs(1));
+    assert!(s.nvml.collect_processes && !s.web.enable_debug && !s.demo.enabled);
+    assert_eq!(s.sources.kube.node_name, "n1");
     let s = Settings::resolve(&cli(&["--web.listen-address=:9950"])).unwrap();
-    assert_eq!(s.listen_address.to_string(), "0.0.0.0:9950");
+    assert_eq!(s.web.listen_address.to_string(), "0.0.0.0:9950");
 }
 
 #[test]
@@ -60,15 +61,15 @@ fn file_fills_in_and_flags_win() {
         "--log.format=text",
     ]))
     .unwrap();
-    assert_eq!(s.sample_interval, Duration::from_millis(250));
-    assert_eq!(s.log_format, LogFormat::Text);
-    assert!(!s.collect_mig);
+    assert_eq!(s.sample.interval, Duration::from_millis(250));
+    assert_eq!(s.log.format, LogFormat::Text);
+    assert!(!s.nvml.collect_mig);
 }
 
 #[test]
 #[cfg(feature = "demo")]
 fn the_demo_turns_dra_on_unless_told_otherwise() {
-    let on = |args: &[&str]| Settings::resolve(&cli(args)).unwrap().kube_dra;
+    let on = |args: &[&str]| Settings::resolve(&cli(args)).unwrap().sources.kube.dra;
     assert!(!on(&[]));
     assert!(on(&["--demo"]));
     assert!(!on(&["--demo", "--kube.dra=false"]));
@@ -78,9 +79,9 @@ fn the_demo_turns_dra_on_unless_told_otherwise() {
 #[test]
 fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
     let s = Settings::resolve(&cli(&["--web.enable-debug", "--kube.dra"])).unwrap();
-    assert!(s.enable_debug && s.kube_dra);
+    assert!(s.web.enable_debug && s.sources.kube.dra);
     #[cfg(feature = "demo")]
-    assert!(Settings::resolve(&cli(&["--demo"])).unwrap().demo);
+    assert!(Settings::resolve(&cli(&["--demo"])).unwrap().demo.enabled);
     let s = Settings::resolve(&cli(&[
         "--no-collect.processes",
         "--collect.mig=off",
@@ -88,12 +89,17 @@ fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
         "--no-kubelet.enabled",
     ]))
     .unwrap();
-    assert!(!s.collect_processes && !s.collect_mig && !s.kube_enabled && !s.kubelet_enabled);
+    assert!(
+        !s.nvml.collect_processes
+            && !s.nvml.collect_mig
+            && !s.sources.kube.enabled
+            && !s.sources.kubelet.enabled
+    );
     // The last of a flag and its --no- twin wins.
     let s = Settings::resolve(&cli(&["--no-web.enable-debug", "--web.enable-debug"])).unwrap();
-    assert!(s.enable_debug);
+    assert!(s.web.enable_debug);
     let s = Settings::resolve(&cli(&["--web.enable-debug=yes", "--no-web.enable-debug"])).unwrap();
-    assert!(!s.enable_debug);
+    assert!(!s.web.enable_debug);
     for (text, want) in [
         ("1", true),
         ("YES", true),
@@ -146,17 +152,20 @@ fn durations() {
 #[test]
 fn dcgm_compat_is_off_by_default_and_set_by_flag_env_or_file() {
     let s = Settings::resolve(&cli(&[])).unwrap();
-    assert!(!s.dcgm_compat && s.dcgm_listen_address.is_none());
+    assert!(!s.metrics.dcgm_compat && s.web.dcgm_listen_address.is_none());
     let s = Settings::resolve(&cli(&[
         "--metrics.dcgm-compat",
         "--web.dcgm-listen-address=:9400",
     ]))
     .unwrap();
-    assert!(s.dcgm_compat);
-    assert_eq!(s.dcgm_listen_address.unwrap().to_string(), "0.0.0.0:9400");
+    assert!(s.metrics.dcgm_compat);
+    assert_eq!(
+        s.web.dcgm_listen_address.unwrap().to_string(),
+        "0.0.0.0:9400"
+    );
     let s =
         Settings::resolve(&cli(&["--metrics.dcgm-compat", "--no-metrics.dcgm-compat"])).unwrap();
-    assert!(!s.dcgm_compat);
+    assert!(!s.metrics.dcgm_compat);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.yaml");
     std::fs::write(
@@ -165,8 +174,11 @@ fn dcgm_compat_is_off_by_default_and_set_by_flag_env_or_file() {
     )
     .unwrap();
     let s = Settings::resolve(&cli(&["--config.file", path.to_str().unwrap()])).unwrap();
-    assert!(s.dcgm_compat);
-    assert_eq!(s.dcgm_listen_address.unwrap().to_string(), "127.0.0.1:9400");
+    assert!(s.metrics.dcgm_compat);
+    assert_eq!(
+        s.web.dcgm_listen_address.unwrap().to_string(),
+        "127.0.0.1:9400"
+    );
 }
 
 #[test]
@@ -199,19 +211,20 @@ fn a_dcgm_listener_without_compat_or_on_the_main_port_is_refused() {
 #[cfg(feature = "demo")]
 fn a_fleet_node_is_named_from_its_index_needs_the_demo_and_is_bounded() {
     let s = Settings::resolve(&cli(&["--demo", "--demo.fleet-node=123"])).unwrap();
-    assert_eq!(s.demo_fleet_node, Some(123));
-    assert_eq!(s.node_name, "fleet-2-gpu-00123");
+    assert_eq!(s.demo.fleet_node, Some(123));
+    assert_eq!(s.sources.kube.node_name, "fleet-2-gpu-00123");
     let s = Settings::resolve(&cli(&[
         "--demo",
         "--demo.fleet-node=3",
         "--kube.node-name=x",
     ]))
     .unwrap();
-    assert_eq!(s.node_name, "x");
+    assert_eq!(s.sources.kube.node_name, "x");
     assert_eq!(
         Settings::resolve(&cli(&["--demo"]))
             .unwrap()
-            .demo_fleet_node,
+            .demo
+            .fleet_node,
         None
     );
     let errors = Settings::resolve(&cli(&["--demo.fleet-node=1"])).unwrap_err();
@@ -244,7 +257,12 @@ fn without_the_demo_feature_its_flags_are_refused() {
             "{args:?}: {errors:?}"
         );
     }
-    assert!(!Settings::resolve(&cli(&["--demo=false"])).unwrap().demo);
+    assert!(
+        !Settings::resolve(&cli(&["--demo=false"]))
+            .unwrap()
+            .demo
+            .enabled
+    );
 }
 
 #[test]
@@ -329,5 +347,74 @@ fn every_declared_flag_is_a_key_of_the_config_file() {
                 .any(|e| matches!(e, ConfigError::UnknownKey { .. })),
             "{flag}: {errors:?}"
         );
+    }
+}
+
+/// The `pub` fields of `struct name` in `text`, with their types; `flattened`: only those
+/// under `#[command(flatten)]`.
+fn fields_of(text: &str, name: &str, flattened: bool) -> Vec<(String, String)> {
+    let start = format!("pub struct {name} {{");
+    let body = text
+        .split_once(&start)
+        .and_then(|(_, rest)| rest.split_once("\n}"))
+        .map(|(body, _)| body)
+        .unwrap_or_else(|| panic!("no `{start}`"));
+    let mut out = Vec::new();
+    let mut flatten = false;
+    for line in body.lines().map(str::trim) {
+        if line == "#[command(flatten)]" {
+            flatten = true;
+        } else if let Some((field, ty)) = line.strip_prefix("pub ").and_then(|l| l.split_once(": "))
+        {
+            if flatten || !flattened {
+                out.push((field.to_owned(), ty.trim_end_matches(',').to_owned()));
+            }
+            flatten = false;
+        }
+    }
+    out
+}
+
+/// A setting of its own in `Settings` (or `SourceOptions`) would be declared outside its
+/// component: each field is a component's options, resolved from the `Cli` (or `SourceArgs`)
+/// field of the same name (docs/design.md, "Adding a setting or a source").
+#[test]
+fn settings_hold_one_options_field_per_component() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let read = |p: &str| std::fs::read_to_string(src.join(p)).unwrap();
+    let (config, cli, sources) = (
+        read("config/mod.rs"),
+        read("config/cli.rs"),
+        read("source/mod.rs"),
+    );
+    for (options, args) in [
+        (
+            fields_of(&config, "Settings", false),
+            fields_of(&cli, "Cli", true),
+        ),
+        (
+            fields_of(&sources, "SourceOptions", false),
+            fields_of(&sources, "SourceArgs", true),
+        ),
+    ] {
+        assert!(options.len() >= 3, "{options:?}");
+        let names = |f: &[(String, String)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            names(&options),
+            names(&args),
+            "one options field per flattened *Args field"
+        );
+        for (field, ty) in &options {
+            assert!(
+                ty.ends_with("Options"),
+                "`{field}: {ty}` is not a component's options"
+            );
+        }
+        for (field, ty) in &args {
+            assert!(
+                ty.ends_with("Args"),
+                "`{field}: {ty}` is not a component's flags"
+            );
+        }
     }
 }

@@ -6,7 +6,7 @@ mod options;
 pub mod table;
 
 pub use encode::{encode, EncodeOptions, Exposition};
-pub use options::MetricsArgs;
+pub use options::{MetricsArgs, MetricsOptions};
 pub use table::Detail;
 
 /// The Content-Type of what [`encode`] writes (prometheus-client writes OpenMetrics only).

@@ -1,6 +1,6 @@
 //! The exposition's flags: how much it carries, its bounds and the dcgm-exporter names.
 
-use super::Detail;
+use super::{Detail, EncodeOptions};
 use crate::options::Resolver;
 
 #[derive(Debug, Default, clap::Args)]
@@ -29,8 +29,39 @@ pub struct MetricsArgs {
     pub no_dcgm_compat: bool,
 }
 
+/// The exposition's resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsOptions {
+    pub max_label_value_len: usize,
+    pub max_series: usize,
+    pub detail: Detail,
+    pub dcgm_compat: bool,
+}
+
+impl MetricsOptions {
+    /// What the encoder runs with: these options and the build's own (its version).
+    pub fn encode(&self) -> EncodeOptions {
+        EncodeOptions {
+            max_label_value_len: self.max_label_value_len,
+            max_series: self.max_series,
+            dcgm_compat: self.dcgm_compat,
+            detail: self.detail,
+            ..EncodeOptions::default()
+        }
+    }
+}
+
 impl MetricsArgs {
-    pub fn max_label_value_len(&self, r: &mut Resolver) -> usize {
+    pub fn resolve(&self, r: &mut Resolver) -> MetricsOptions {
+        MetricsOptions {
+            max_label_value_len: self.max_label_value_len(r),
+            max_series: self.max_series(r),
+            detail: self.detail(r),
+            dcgm_compat: self.dcgm_compat(r),
+        }
+    }
+
+    fn max_label_value_len(&self, r: &mut Resolver) -> usize {
         r.get(
             "metrics.max-label-value-length",
             &self.max_label_value_len,
@@ -42,7 +73,7 @@ impl MetricsArgs {
         )
     }
 
-    pub fn max_series(&self, r: &mut Resolver) -> usize {
+    fn max_series(&self, r: &mut Resolver) -> usize {
         r.get(
             "metrics.max-series",
             &self.max_series,
@@ -54,7 +85,7 @@ impl MetricsArgs {
         )
     }
 
-    pub fn detail(&self, r: &mut Resolver) -> Detail {
+    fn detail(&self, r: &mut Resolver) -> Detail {
         r.get(
             "metrics.detail",
             &self.metrics_detail,
@@ -67,7 +98,7 @@ impl MetricsArgs {
         )
     }
 
-    pub fn dcgm_compat(&self, r: &mut Resolver) -> bool {
+    fn dcgm_compat(&self, r: &mut Resolver) -> bool {
         r.get_bool(
             "metrics.dcgm-compat",
             &self.dcgm_compat,

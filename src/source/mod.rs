@@ -1,5 +1,10 @@
 //! Sources do I/O and hand plain data to the pure model. Each one fails alone: a failing source
 //! keeps its last good data (for a bounded time) and reports itself unhealthy.
+//!
+//! The sources the sampler reads as feeds (the kubelet, the API server, the CUDA probe) are
+//! listed here once more, in [`SourceArgs`] and [`SourceOptions`], so that a new one is added
+//! here, in `app::sources` (started) and in the sampler (read), and nowhere in `config`. NVML,
+//! which the sampler drives itself, has its own place in the settings.
 
 pub mod cgroup;
 pub mod cpu;
@@ -11,6 +16,51 @@ pub mod procfs;
 
 use std::sync::Arc;
 use std::time::SystemTime;
+
+use crate::options::Resolver;
+
+/// The feeds' flags, in `--help` order.
+#[derive(Debug, Default, clap::Args)]
+pub struct SourceArgs {
+    #[command(flatten)]
+    pub kubelet: podresources::KubeletArgs,
+    #[command(flatten)]
+    pub kube: kube::KubeArgs,
+    #[command(flatten)]
+    pub probe: probe::ProbeArgs,
+}
+
+/// The feeds' resolved options, one field per source.
+#[derive(Debug, Clone)]
+pub struct SourceOptions {
+    pub kubelet: podresources::KubeletOptions,
+    pub kube: kube::KubeOptions,
+    pub probe: <probe::ProbeArgs as Resolves>::Options,
+}
+
+impl SourceArgs {
+    /// `demo`: whether the demo runs; `node_name`: a name chosen elsewhere (a demo fleet
+    /// member's). Both only change defaults.
+    pub fn resolve(
+        &self,
+        r: &mut Resolver,
+        demo: bool,
+        node_name: Option<String>,
+    ) -> SourceOptions {
+        SourceOptions {
+            kubelet: self.kubelet.resolve(r),
+            kube: self.kube.resolve(r, demo, node_name),
+            probe: self.probe.resolve(r),
+        }
+    }
+}
+
+/// Names what a source's flags resolve to through the flags. The probe needs it: its mod.rs,
+/// under another change, re-exports `ProbeArgs` only; once it also exports `ProbeOptions`,
+/// `SourceOptions` names that and this goes.
+pub trait Resolves {
+    type Options;
+}
 
 /// The latest word of an asynchronous source, published through a `tokio::sync::watch` channel.
 #[derive(Debug)]

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 use tokio::sync::watch;
 
-pub use options::{WebArgs, DEFAULT_LISTEN};
+pub use options::{WebArgs, WebOptions, DEFAULT_LISTEN};
 pub use settings::{WebConfig, WebConfigError};
 
 /// How often the web config and the files it names are checked for changes.

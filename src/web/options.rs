@@ -35,8 +35,27 @@ pub struct WebArgs {
     pub no_enable_debug: bool,
 }
 
+/// The endpoints' resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebOptions {
+    pub listen_address: SocketAddr,
+    /// Second listener serving only the dcgm-exporter-compatible families.
+    pub dcgm_listen_address: Option<SocketAddr>,
+    pub enable_debug: bool,
+    pub config_file: Option<PathBuf>,
+}
+
 impl WebArgs {
-    pub fn listen_address(&self, r: &mut Resolver) -> SocketAddr {
+    pub fn resolve(&self, r: &mut Resolver) -> WebOptions {
+        WebOptions {
+            listen_address: self.listen_address(r),
+            dcgm_listen_address: self.dcgm_listen_address(r),
+            enable_debug: self.enable_debug(r),
+            config_file: self.web_config_file(r),
+        }
+    }
+
+    fn listen_address(&self, r: &mut Resolver) -> SocketAddr {
         let default = SocketAddr::from(([0, 0, 0, 0], 9949));
         r.get(
             "web.listen-address",
@@ -46,7 +65,7 @@ impl WebArgs {
         )
     }
 
-    pub fn dcgm_listen_address(&self, r: &mut Resolver) -> Option<SocketAddr> {
+    fn dcgm_listen_address(&self, r: &mut Resolver) -> Option<SocketAddr> {
         r.get(
             "web.dcgm-listen-address",
             &self.dcgm_listen_address,
@@ -55,7 +74,7 @@ impl WebArgs {
         )
     }
 
-    pub fn web_config_file(&self, r: &mut Resolver) -> Option<PathBuf> {
+    fn web_config_file(&self, r: &mut Resolver) -> Option<PathBuf> {
         r.get("web.config.file", &self.web_config_file, None, |s| {
             if s.is_empty() {
                 Err("must not be empty".into())
@@ -65,7 +84,7 @@ impl WebArgs {
         })
     }
 
-    pub fn enable_debug(&self, r: &mut Resolver) -> bool {
+    fn enable_debug(&self, r: &mut Resolver) -> bool {
         r.get_bool(
             "web.enable-debug",
             &self.enable_debug,

@@ -31,7 +31,7 @@ use tokio::task::JoinHandle;
 use crate::model::dra_claim::{DraClaim, DraDevice};
 use crate::source::SourceState;
 
-pub use options::KubeArgs;
+pub use options::{KubeArgs, KubeOptions};
 
 pub use crate::model::cluster::{
     ClusterView, ContainerMeta, NodeSharing, PodMeta, SharingStrategy,

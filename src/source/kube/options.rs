@@ -1,5 +1,6 @@
 //! The API server's flags: this node's name, the pod watch, copied labels and DRA.
 
+use super::KubeConfig;
 use crate::options::{split_list, Resolver};
 
 #[derive(Debug, Default, clap::Args)]
@@ -24,10 +25,41 @@ pub struct KubeArgs {
     pub no_kube_dra: bool,
 }
 
+/// The API server's resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeOptions {
+    /// This node's name: the `node` label, and the pod watch's field selector.
+    pub node_name: String,
+    pub enabled: bool,
+    pub pod_labels: Vec<String>,
+    pub dra: bool,
+}
+
+impl KubeOptions {
+    /// What the watch runs with: these options and its own cadences, which only tests change.
+    pub fn watch(&self) -> KubeConfig {
+        KubeConfig {
+            pod_labels: self.pod_labels.clone(),
+            dra: self.dra,
+            ..KubeConfig::new(self.node_name.clone())
+        }
+    }
+}
+
 impl KubeArgs {
-    /// `default`: a name chosen elsewhere (a demo fleet member's); else $NODE_NAME or the
-    /// hostname.
-    pub fn node_name(&self, r: &mut Resolver, default: Option<String>) -> String {
+    /// `demo`: whether the demo runs; `node_name`: a name chosen elsewhere (a demo fleet
+    /// member's).
+    pub fn resolve(&self, r: &mut Resolver, demo: bool, node_name: Option<String>) -> KubeOptions {
+        KubeOptions {
+            node_name: self.node_name(r, node_name),
+            enabled: self.enabled(r),
+            pod_labels: self.pod_labels(r),
+            dra: self.dra(r, demo),
+        }
+    }
+
+    /// `default`: a name chosen elsewhere; else $NODE_NAME or the hostname.
+    fn node_name(&self, r: &mut Resolver, default: Option<String>) -> String {
         let default = default.unwrap_or_else(default_node_name);
         r.get("kube.node-name", &self.node_name, default, |s| {
             if s.is_empty() || s.len() > 253 {
@@ -38,7 +70,7 @@ impl KubeArgs {
         })
     }
 
-    pub fn enabled(&self, r: &mut Resolver) -> bool {
+    fn enabled(&self, r: &mut Resolver) -> bool {
         r.get_bool(
             "kube.enabled",
             &self.kube_enabled,
@@ -47,7 +79,7 @@ impl KubeArgs {
         )
     }
 
-    pub fn pod_labels(&self, r: &mut Resolver) -> Vec<String> {
+    fn pod_labels(&self, r: &mut Resolver) -> Vec<String> {
         r.get("kube.pod-labels", &self.pod_labels, Vec::new(), |s| {
             let labels = split_list(s);
             match labels
@@ -62,7 +94,7 @@ impl KubeArgs {
 
     /// `demo`: the demo's GPU 8 is shared through a DRA claim, so DRA is on by default there,
     /// still switchable.
-    pub fn dra(&self, r: &mut Resolver, demo: bool) -> bool {
+    fn dra(&self, r: &mut Resolver, demo: bool) -> bool {
         r.get_bool("kube.dra", &self.kube_dra, self.no_kube_dra, demo)
     }
 }

@@ -15,7 +15,7 @@ mod process;
 mod utilization;
 mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -24,11 +24,12 @@ use worker::GpuWorker;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
+use crate::log::{LogFormat, LogOptions};
 use crate::model::{GpuSample, NvmlSample};
 pub use device::clock_event_reasons;
 pub use events::XidWatcher;
 use ledger::CallLedger;
-pub use options::NvmlArgs;
+pub use options::{NvmlArgs, NvmlOptions};
 pub use process::read_samples as read_process_utilization;
 
 static NVML: OnceLock<Nvml> = OnceLock::new();
@@ -84,40 +85,19 @@ pub fn open(library: Option<&Path>) -> Result<&'static Nvml, NvmlOpenError> {
     Ok(NVML.get_or_init(|| nvml))
 }
 
-#[derive(Debug, Clone)]
-pub struct NvmlOptions {
-    pub procfs: PathBuf,
-    /// Cadence of the slow calls: energy (~3-4 ms on an H100), PCIe replays (~120 µs) and MIG
-    /// mode (~110-150 µs).
-    pub slow_interval: Duration,
-    /// Cadence of per-process utilization: ~1.7 ms per GPU on an H100, more than all the other
-    /// per-cycle calls together.
-    pub process_interval: Duration,
-    pub collect_processes: bool,
-    pub collect_mig: bool,
-    /// Read GPM (`--collect.gpm`); off leaves the profiling counters to DCGM's profiling module.
-    pub collect_gpm: bool,
-    pub isolation: Isolation,
-    /// How long a cycle waits for a GPU before reporting it down (a hung driver call).
-    pub gpu_timeout: Duration,
-    /// The exporter's log settings, for worker processes to log alike.
-    pub log_level: String,
-    pub log_json: bool,
-}
-
 impl NvmlOptions {
-    fn worker_config(&self, library: Option<&Path>, role: isolate::Role) -> isolate::WorkerConfig {
+    fn worker_config(&self, role: isolate::Role, log: &LogOptions) -> isolate::WorkerConfig {
         isolate::WorkerConfig {
             role,
-            library: library.map(Path::to_path_buf),
+            library: self.library.clone(),
             procfs: self.procfs.clone(),
             slow_interval_ms: self.slow_interval.as_millis() as u64,
             process_interval_ms: self.process_interval.as_millis() as u64,
             collect_processes: self.collect_processes,
             collect_mig: self.collect_mig,
             collect_gpm: self.collect_gpm,
-            log_level: self.log_level.clone(),
-            log_json: self.log_json,
+            log_level: log.level.to_string(),
+            log_json: log.format == LogFormat::Json,
         }
     }
 
@@ -184,7 +164,8 @@ enum Backend {
     Process {
         node: Box<isolate::node::NodeWorker>,
         spawner: isolate::link::Spawner,
-        library: Option<PathBuf>,
+        /// The exporter's log, which each worker logs as.
+        log: LogOptions,
     },
 }
 
@@ -218,11 +199,12 @@ impl NvmlSource {
 
     /// Opens NVML where `opts.isolation` says, with XID events: in thread mode this loads the
     /// library here; in process mode it starts the node worker and waits until NVML is up in
-    /// it (a missing library is reported the same way in both).
-    pub fn open(library: Option<&Path>, opts: NvmlOptions) -> Result<Self, NvmlOpenError> {
+    /// it (a missing library is reported the same way in both). `log`: the exporter's, which
+    /// worker processes log as.
+    pub fn open(opts: NvmlOptions, log: &LogOptions) -> Result<Self, NvmlOpenError> {
         match opts.isolation {
             Isolation::Thread => {
-                let nvml = open(library)?;
+                let nvml = open(opts.library.as_deref())?;
                 let mut source = Self::new(nvml, opts);
                 let watcher = XidWatcher::start(nvml, source.xids.clone())
                     .map_err(|e| tracing::warn!(error = %e, "cannot start the XID watcher thread"))
@@ -238,14 +220,14 @@ impl NvmlSource {
                     .map_err(|e| NvmlOpenError::Worker(format!("cannot find this program: {e}")))?;
                 let node = Box::new(isolate::node::NodeWorker::start(
                     spawner.clone(),
-                    opts.worker_config(library, isolate::Role::Node),
+                    opts.worker_config(isolate::Role::Node, log),
                 )?);
                 Ok(Self {
                     driver_version: node.driver_version.clone(),
                     backend: Backend::Process {
                         node,
                         spawner,
-                        library: library.map(Path::to_path_buf),
+                        log: log.clone(),
                     },
                     opts,
                     ledger: CallLedger::default(),
@@ -286,16 +268,11 @@ impl NvmlSource {
         }
         tracing::info!(gpus = count, "discovered GPUs");
         let mut gpus = Vec::with_capacity(count as usize);
-        if let Backend::Process {
-            spawner, library, ..
-        } = &self.backend
-        {
+        if let Backend::Process { spawner, log, .. } = &self.backend {
             for index in 0..count {
                 let supervisor = isolate::supervise::GpuSupervisor {
                     index,
-                    config: self
-                        .opts
-                        .worker_config(library.as_deref(), isolate::Role::Gpu(index)),
+                    config: self.opts.worker_config(isolate::Role::Gpu(index), log),
                     spawner: spawner.clone(),
                     hang_limit: self.opts.hang_limit(),
                     restarts: Arc::default(),

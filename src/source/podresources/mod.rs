@@ -25,7 +25,7 @@ pub use convert::{
     Allocatable, AllocatableDevice, Allocations, ContainerAllocation, DynamicDevice,
     ResourceDevices, MAX_ALLOCATABLE, MAX_CONTAINERS, MAX_FIELD_LEN,
 };
-pub use options::KubeletArgs;
+pub use options::{KubeletArgs, KubeletOptions};
 
 /// Code generated from `proto/podresources/v1/api.proto`; crate-private so proto types never
 /// reach the model.

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::PodResourcesConfig;
 use crate::options::{parse_duration, split_list, Resolver};
 
 #[derive(Debug, Default, clap::Args)]
@@ -32,8 +33,39 @@ pub struct KubeletArgs {
     pub resource_names: Option<String>,
 }
 
+/// The kubelet's resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletOptions {
+    pub enabled: bool,
+    pub socket: PathBuf,
+    pub poll_interval: Duration,
+    /// Resource names that are GPUs besides those matched by pattern.
+    pub resource_names: Vec<String>,
+}
+
+impl KubeletOptions {
+    /// What the poller runs with: these options and its own bounds (timeouts, sizes), which
+    /// only tests change.
+    pub fn poller(&self) -> PodResourcesConfig {
+        PodResourcesConfig {
+            socket: self.socket.clone(),
+            interval: self.poll_interval,
+            ..PodResourcesConfig::default()
+        }
+    }
+}
+
 impl KubeletArgs {
-    pub fn enabled(&self, r: &mut Resolver) -> bool {
+    pub fn resolve(&self, r: &mut Resolver) -> KubeletOptions {
+        KubeletOptions {
+            enabled: self.enabled(r),
+            socket: self.socket(r),
+            poll_interval: self.poll_interval(r),
+            resource_names: self.resource_names(r),
+        }
+    }
+
+    fn enabled(&self, r: &mut Resolver) -> bool {
         r.get_bool(
             "kubelet.enabled",
             &self.kubelet_enabled,
@@ -42,7 +74,7 @@ impl KubeletArgs {
         )
     }
 
-    pub fn socket(&self, r: &mut Resolver) -> PathBuf {
+    fn socket(&self, r: &mut Resolver) -> PathBuf {
         r.get(
             "kubelet.pod-resources-socket",
             &self.pod_resources_socket,
@@ -57,7 +89,7 @@ impl KubeletArgs {
         )
     }
 
-    pub fn poll_interval(&self, r: &mut Resolver) -> Duration {
+    fn poll_interval(&self, r: &mut Resolver) -> Duration {
         r.get(
             "kubelet.poll-interval",
             &self.kubelet_poll_interval,
@@ -73,7 +105,7 @@ impl KubeletArgs {
         )
     }
 
-    pub fn resource_names(&self, r: &mut Resolver) -> Vec<String> {
+    fn resource_names(&self, r: &mut Resolver) -> Vec<String> {
         r.get(
             "kubelet.resource-name",
             &self.resource_names,

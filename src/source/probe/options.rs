@@ -11,10 +11,27 @@ pub struct ProbeArgs {
     pub probe_socket: Option<String>,
 }
 
+/// The probe's resolved options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeOptions {
+    /// `None`: the probe is not listened for.
+    pub socket: Option<PathBuf>,
+}
+
 impl ProbeArgs {
-    pub fn socket(&self, r: &mut Resolver) -> Option<PathBuf> {
+    pub fn resolve(&self, r: &mut Resolver) -> ProbeOptions {
+        ProbeOptions {
+            socket: self.socket(r),
+        }
+    }
+
+    fn socket(&self, r: &mut Resolver) -> Option<PathBuf> {
         r.get("probe.socket", &self.probe_socket, None, |s| {
             Ok(Some(PathBuf::from(s)))
         })
     }
+}
+
+impl crate::source::Resolves for ProbeArgs {
+    type Options = ProbeOptions;
 }

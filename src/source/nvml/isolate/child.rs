@@ -68,6 +68,7 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
             return Err(WorkerError::Reported(e.to_string()));
         }
     };
+    // What a worker's calls read; the rest (the library, open already) keep their defaults.
     let opts = NvmlOptions {
         procfs: config.procfs.clone(),
         slow_interval: Duration::from_millis(config.slow_interval_ms),
@@ -77,8 +78,7 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
         collect_gpm: config.collect_gpm,
         isolation: Isolation::Thread,
         gpu_timeout: Duration::from_secs(2),
-        log_level: config.log_level.clone(),
-        log_json: config.log_json,
+        ..NvmlOptions::default()
     };
     let requests = std::io::stdin().lock().lines();
     match config.role {
