@@ -35,7 +35,7 @@ pub struct SourceArgs {
 pub struct SourceOptions {
     pub kubelet: podresources::KubeletOptions,
     pub kube: kube::KubeOptions,
-    pub probe: <probe::ProbeArgs as Resolves>::Options,
+    pub probe: probe::ProbeOptions,
 }
 
 impl SourceArgs {
@@ -53,13 +53,6 @@ impl SourceArgs {
             probe: self.probe.resolve(r),
         }
     }
-}
-
-/// Names what a source's flags resolve to through the flags. The probe needs it: its mod.rs,
-/// under another change, re-exports `ProbeArgs` only; once it also exports `ProbeOptions`,
-/// `SourceOptions` names that and this goes.
-pub trait Resolves {
-    type Options;
 }
 
 /// The latest word of an asynchronous source, published through a `tokio::sync::watch` channel.

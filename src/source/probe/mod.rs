@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::model::compute::{ProbeReading, ProbeTimeline};
 
-pub use options::ProbeArgs;
+pub use options::{ProbeArgs, ProbeOptions};
 pub use socket::{spawn_receiver, ProbeSocketError};
 pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, UNTRACED};
 

@@ -31,7 +31,3 @@ impl ProbeArgs {
         })
     }
 }
-
-impl crate::source::Resolves for ProbeArgs {
-    type Options = ProbeOptions;
-}
