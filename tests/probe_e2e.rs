@@ -433,3 +433,49 @@ fn a_spinning_memory_holder_is_idle_with_the_probe_and_unknown_without() {
     e.stop();
     drop(clients);
 }
+
+#[test]
+fn a_totals_only_probe_beside_a_timeline_probe_is_a_downgrade_and_disputed() {
+    // MPS clients: one sends timelines, the other claims 0.05 over the older wire, which no
+    // check can set beside the first's timeline (issue 32's liars all spoke it). Disputed as
+    // `totals-only`, nobody charged; the same two on the older wire alike are split.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    let clients = Clients(vec![
+        fake_timeline_client(&socket, 0.3, 0.3, 0),
+        fake_probe_client(&socket, 0.05),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario_busy(dir.path(), &pids, true, 50);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .start();
+    let m = e.wait_for_series("gpu_compute_split_disputed_total{");
+    assert!(m.contains(r#"reason="totals-only"}"#), "{m}");
+    for p in &pids {
+        assert_eq!(process_value(&m, "gpu_process_busy_ratio", *p), None, "{m}");
+    }
+    e.stop();
+    drop(clients);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("probe.sock");
+    let clients = Clients(vec![
+        fake_probe_client(&socket, 0.3),
+        fake_probe_client(&socket, 0.05),
+    ]);
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario_busy(dir.path(), &pids, true, 50);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .start();
+    e.wait_until("both split by their probes", |e| {
+        let m = e.metrics();
+        pids.iter()
+            .all(|p| process_value(&m, "gpu_process_busy_ratio", *p).is_some())
+    });
+    let m = e.metrics();
+    assert!(!m.contains(r#"reason="totals-only"}"#), "{m}");
+    e.stop();
+    drop(clients);
+}
