@@ -168,12 +168,10 @@ fn probe_split_why(
     from_timelines: bool,
     outlasting: &BTreeMap<u32, Held>,
 ) -> String {
+    // A timeline split is not scaled (`split_by_probes`): only spans are.
     let mut why = match (from_timelines, scale < 1.0) {
         (true, _) if d.mps => MPS_TIMELINE_WHY.into(),
-        (true, false) => TIMELINE_WHY.into(),
-        (true, true) => {
-            format!("{TIMELINE_WHY}; capped by {scale:.3} to the device's busy time")
-        }
+        (true, _) => TIMELINE_WHY.into(),
         (false, true) => format!(
             "CUDA probe spans scaled by {scale:.3} to the device's busy time (time-slicing)"
         ),

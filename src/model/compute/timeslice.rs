@@ -55,7 +55,8 @@ pub struct ProbeTimeline {
 /// Fewer milliseconds traced by every tenant than this, and the timelines say too little.
 pub const MIN_COMMON_TRACED_MS: usize = 50;
 /// Fewer covered milliseconds than this in a process's timeline and its own fraction is not
-/// read from it: its span total stands as it is (the device's figure still caps the sum).
+/// read from it: its span total stands as it is (a sum past the device is `over-claimed`'s to
+/// judge).
 const MIN_COVERED_MS: f64 = 5.0;
 
 /// A millisecond a process's spans cover at least this much of is wholly inside its kernels:
