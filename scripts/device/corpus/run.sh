@@ -2,7 +2,7 @@
 # Issue 32's corpus of real-framework tenants (docs/validation.md, "The corpus"), in one call.
 # From the repository root, with release builds of tessera and the probe carried:
 #   cargo build --release -p tessera -p tessera-probe      # here, before the call
-#   OUT=$OUT BUDGET=515 SEED=20261127 bash scripts/device/corpus/run.sh   # runs 2-4 (2, 3: BUDGET=480); run 1: BUDGET=400 SEED=3217; run 5: SEED=20261128
+#   OUT=$OUT BUDGET=515 SEED=20261127 bash scripts/device/corpus/run.sh   # runs 2-4 (2, 3: BUDGET=480); run 1: BUDGET=400 SEED=3217; runs 5-8: SEED=20261127/28; runs 9-11: SEED=20261129/30/31
 #   carry: target/release/tessera target/release/libtessera_probe.so
 # BUDGET: seconds for everything (calibration, the time-sliced draws, the MPS draws); the
 # script returns ~15 s after it. SEED: the driver's seed, fixed before the run (written in the
