@@ -141,6 +141,24 @@ fn assert_split(
     assert_split_busy(dir, clients, (mps, 80), expect, debug_says);
 }
 
+/// tessera (debug page on) over one GPU busy `util` per cent of the time, with `clients` on it
+/// reporting to the probe socket in `dir`; their pids in the clients' order.
+fn probed_exporter(
+    dir: &std::path::Path,
+    clients: &Clients,
+    mps: bool,
+    util: u32,
+) -> (Exporter, Vec<u32>) {
+    let socket = dir.join("probe.sock");
+    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
+    let path = scenario_busy(dir, &pids, mps, util);
+    let e = Exporter::builder(&path)
+        .arg(format!("--probe.socket={}", socket.display()))
+        .arg("--web.enable-debug=true")
+        .start();
+    (e, pids)
+}
+
 /// [`assert_split`] on a device busy `util` per cent of the time.
 fn assert_split_busy(
     dir: &std::path::Path,
@@ -149,13 +167,7 @@ fn assert_split_busy(
     expect: [Option<f64>; 2],
     debug_says: &[&str],
 ) -> String {
-    let socket = dir.join("probe.sock");
-    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario_busy(dir, &pids, mps, util);
-    let e = Exporter::builder(&path)
-        .arg(format!("--probe.socket={}", socket.display()))
-        .arg("--web.enable-debug=true")
-        .start();
+    let (e, pids) = probed_exporter(dir, &clients, mps, util);
     let near = |got: Option<f64>, want: Option<f64>| match (got, want) {
         (Some(g), Some(w)) => (g - w).abs() < 0.02,
         (None, None) => true,
@@ -445,11 +457,7 @@ fn a_totals_only_probe_beside_a_timeline_probe_is_a_downgrade_and_disputed() {
         fake_timeline_client(&socket, 0.3, 0.3, 0),
         fake_probe_client(&socket, 0.05),
     ]);
-    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario_busy(dir.path(), &pids, true, 50);
-    let e = Exporter::builder(&path)
-        .arg(format!("--probe.socket={}", socket.display()))
-        .start();
+    let (e, pids) = probed_exporter(dir.path(), &clients, true, 50);
     let m = e.wait_for_series("gpu_compute_split_disputed_total{");
     assert!(m.contains(r#"reason="totals-only"}"#), "{m}");
     for p in &pids {
@@ -464,11 +472,7 @@ fn a_totals_only_probe_beside_a_timeline_probe_is_a_downgrade_and_disputed() {
         fake_probe_client(&socket, 0.3),
         fake_probe_client(&socket, 0.05),
     ]);
-    let pids: Vec<u32> = clients.0.iter().map(Child::id).collect();
-    let path = scenario_busy(dir.path(), &pids, true, 50);
-    let e = Exporter::builder(&path)
-        .arg(format!("--probe.socket={}", socket.display()))
-        .start();
+    let (e, pids) = probed_exporter(dir.path(), &clients, true, 50);
     e.wait_until("both split by their probes", |e| {
         let m = e.metrics();
         pids.iter()
