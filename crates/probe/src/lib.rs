@@ -628,7 +628,8 @@ extern "C" fn stop_at_exit() {
 /// `TESSERA_PROBE_RECORDS=never`: attach CUPTI but never turn kernel records on (the probe
 /// then reports itself off); `TESSERA_PROBE_RECORDS=always`: records on from the start, as
 /// if the device were always shared; `TESSERA_PROBE_RECORD_LOG`: every kernel record and its
-/// solo estimate to that file, `.<pid>` appended (`record_log`).
+/// solo estimate to that file, `.<pid>` appended (`record_log`), at most
+/// `TESSERA_PROBE_RECORD_LOG_MB` megabytes of it (1 to 4096; default 24).
 /// `TESSERA_PROBE_OVERHEAD`, which ships, is read by `initialize`.
 fn read_tuning() {
     if let Some(n) = std::env::var("TESSERA_PROBE_BUFFER_BYTES")
@@ -658,10 +659,11 @@ fn read_tuning() {
         let _ = TRACE_LOG.set(PathBuf::from(path));
     }
     if let Some(path) = std::env::var_os("TESSERA_PROBE_RECORD_LOG") {
-        let _ = RECORD_LOG.set((
-            PathBuf::from(path),
-            Mutex::new(RecordLog::new(record_log::DEFAULT_CAP_BYTES)),
-        ));
+        let cap = std::env::var("TESSERA_PROBE_RECORD_LOG_MB")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .map_or(record_log::DEFAULT_CAP_BYTES, |mb| mb.clamp(1, 4096) << 20);
+        let _ = RECORD_LOG.set((PathBuf::from(path), Mutex::new(RecordLog::new(cap))));
     }
     if std::env::var("TESSERA_PROBE_FLUSH").is_ok_and(|v| v == "forced") {
         FLUSH_FLAG.store(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, Ordering::Relaxed);

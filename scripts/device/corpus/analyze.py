@@ -35,7 +35,9 @@ from collections import defaultdict
 
 SLACK = 0.01
 # How far each liar's claim is from its truth, as a multiple of the truth (tenants.py, Liar).
-LIE = {"under": 0.75, "over": 1.0, "silent": 1.0}
+LIE = {"under": 0.75, "over": 1.0, "silent": 1.0,
+       # Issue 42's forgers: the real probe's frames scaled, so the lie is (factor - 1) x truth.
+       "forge-over20": 0.2, "forge-under20": 0.2, "forge-over50": 0.5, "forge-under50": 0.5}
 MATERIAL = 0.03
 # A probe that traced this much of the window traced all of it (src/model/compute).
 FULLY_TRACED = 0.98
@@ -60,20 +62,33 @@ def read_truth(ten, t, key="reqs", sampled=False):
     return sum(k for m, k in reqs if lo <= m < hi) / 1000 / WINDOW
 
 
-def accurate(fig, truth):
+def accurate(fig, truth, heavy=False):
+    """Runs 1-11's target: within 3 points or 10 %. Issue 42's heavy draws: within 10 % relative
+    of the truth, no floor (truths of at least 0.1)."""
+    if heavy:
+        return abs(fig - truth) <= 0.10 * truth
     return abs(fig - truth) <= max(0.03, 0.10 * truth)
+
+
+def delivered(ten):
+    """Realized truth over asked duty: below 0.8 the harness did not deliver the draw it asked for
+    (issue 42). Only meaningful where the draw asked in kernel time."""
+    d, t = ten.get("duty"), ten.get("truth")
+    return None if not d or t is None else t / d
 
 
 class Tally:
     def __init__(self):
         self.c = defaultdict(int)
         self.err = []
+        self.rel = []
         self.width = []
 
     def add(self, other):
         for k, v in other.c.items():
             self.c[k] += v
         self.err += other.err
+        self.rel += other.rel
         self.width += other.width
 
     def row(self):
@@ -88,7 +103,8 @@ class Tally:
                 "beside_liar": pct(c["beside_liar"], c["honest"]),
                 "bounds_only": pct(c["bounds_only"], c["honest"]),
                 "caught": pct(c["caught"], c["liar"]), "charged": pct(c["charged"], c["liar"]),
-                "material": pct(c["material"], c["liar"]), "caught_material": pct(c["caught_material"], c["material"])}
+                "material": pct(c["material"], c["liar"]), "caught_material": pct(c["caught_material"], c["material"]),
+                "short": pct(c["short_delivered"], c["tenants_asked"])}
 
 
 def corpus_draws(paths):
@@ -117,10 +133,15 @@ def tally_draw(d):
     # A split disputed where a lying probe shares the device is the alarm working: counted
     # apart (`beside a liar`), not as a false dispute of its honest co-tenants.
     liar_here = any(t.get("liar") and t.get("pid") is not None for t in d["tenants"])
+    heavy = d.get("class") == "heavy"
     for ten in d["tenants"]:
         pid, truth = str(ten.get("pid")), ten.get("truth")
         row = {"slot": ten["slot"], "kind": ten["kind"], "liar": ten.get("liar"), "duty": ten["duty"],
-               "truth": truth, "error": ten.get("error"), "figs": [], "lo": [], "hi": [], "methods": defaultdict(int)}
+               "truth": truth, "error": ten.get("error"), "figs": [], "lo": [], "hi": [], "methods": defaultdict(int),
+               "heavy": heavy, "delivered": delivered(ten) if d.get("rate_by") == "kernel" else None}
+        if row["delivered"] is not None and ten["kind"] != "holder" and not ten.get("liar"):
+            t.c["tenants_asked"] += 1
+            t.c["short_delivered"] += row["delivered"] < 0.8
         if ten.get("pid") is None or (truth is None and not ten.get("liar")):
             rows.append(row)
             continue
@@ -149,8 +170,10 @@ def tally_draw(d):
                 row["figs"].append(fig)
                 if judged:
                     t.c["judged"] += 1
-                    t.c["accurate"] += accurate(fig, truth)
+                    t.c["accurate"] += accurate(fig, truth, heavy)
                     t.err.append(fig - truth)
+                    if truth > 0.0:
+                        t.rel.append((fig - truth) / truth)
             if lo is not None and hi is not None:
                 t.c["bounds"] += 1
                 row["lo"].append(lo)
@@ -183,24 +206,63 @@ def fmt(v):
     return "—" if v is None else f"{v:.3f}"
 
 
+def alone_row(d):
+    """Issue 42's truth check: a kind alone, records on. The calibrated truth (requests served x
+    their kernel ms alone at calibration), the probe's own kernel time over the same reads (its
+    busy seconds' rise), and NVML's figure (what tessera publishes for a process alone)."""
+    ten = d["tenants"][0]
+    pid = str(ten.get("pid"))
+    reads = [r for r in d["reads"] if "p" in r]
+    nvml = [r["p"].get(pid, [None])[0] for r in reads]
+    nvml = [v for v in nvml if v is not None]
+    busy = []
+    for r in reads:
+        for g in r["gpu"].values():
+            raw = g.get("procs", {}).get(pid)
+            if raw and raw[1] is not None:
+                busy.append((r["t"], raw[1]))
+    probe = (busy[-1][1] - busy[0][1]) / (busy[-1][0] - busy[0][0]) if len(busy) > 1 and busy[-1][0] > busy[0][0] else None
+    truth = None
+    if busy and ten.get("reqs") is not None and len(busy) > 1:
+        lo, hi = busy[0][0] - OFFSET, busy[-1][0] - OFFSET
+        truth = sum(k for m, k in ten["reqs"] if lo <= m < hi) / 1000 / (hi - lo)
+    print(f"| {ten['kind']} | {ten['duty']} | {fmt(ten.get('truth'))} | {fmt(truth)} | {fmt(probe)} | {fmt(mean(nvml))} "
+          f"| {fmt(None if probe is None or not truth else probe / truth)} | {fmt(None if not nvml or not truth else mean(nvml) / truth)} |")
+
+
 def corpus(paths):
     total, by_mode = Tally(), defaultdict(Tally)
-    print("| draw | tenant | duty | truth | figure (mean) | lower / upper (mean) | reads: methods | verdict |")
-    print("|---|---|---|---|---|---|---|---|")
-    for _, d in corpus_draws(paths):
+    draws = list(corpus_draws(paths))
+    alone = [d for _, d in draws if d.get("mode") == "alone"]
+    if alone:
+        print("Alone, records on (issue 42's truth check): calibrated truth over the draw and over the reads' span, "
+              "the probe's kernel time over the same span, NVML's figure (mean of reads)")
+        print()
+        print("| kind | asked | truth (draw) | truth (reads) | probe | NVML | probe / truth | NVML / truth |")
+        print("|---|---|---|---|---|---|---|---|")
+        for d in alone:
+            alone_row(d)
+        print()
+    print("| draw | tenant | duty | truth | delivered | figure (mean) | lower / upper (mean) | reads: methods | verdict |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for _, d in draws:
+        if d.get("mode") == "alone":
+            continue
         t, rows = tally_draw(d)
         total.add(t)
-        by_mode[d["mode"]].add(t)
+        group = f"{d.get('class', 'light')} {d['mode']}"
+        by_mode[group].add(t)
         if not any(x.get("liar") for x in d["tenants"]):
-            by_mode[d["mode"] + ", draws without a liar"].add(t)
+            by_mode[group + ", draws without a liar"].add(t)
         for i, r in enumerate(rows):
             name = r["kind"] + (f" (liar: {r['liar']})" if r["liar"] else "")
             fig = mean(r["figs"])
             verdict = r["error"] or ("" if fig is None or r["truth"] is None else
                                      "not judged (no kernel truth)" if r["kind"] in NO_TRUTH else
-                                     ("within" if accurate(fig, r["truth"]) else f"{100 * (fig - r['truth']):+.1f} pts"))
-            print(f"| {d['draw'] if i == 0 else ''} | {name} | {r['duty']} | {fmt(r['truth'])} | {fmt(fig)} "
-                  f"| {fmt(mean(r['lo']))} / {fmt(mean(r['hi']))} | "
+                                     ("within" if accurate(fig, r["truth"], r["heavy"]) else
+                                      f"{100 * (fig - r['truth']):+.1f} pts ({100 * (fig - r['truth']) / max(r['truth'], 1e-9):+.0f} %)"))
+            print(f"| {d['draw'] if i == 0 else ''} | {name} | {r['duty']} | {fmt(r['truth'])} | {fmt(r['delivered'])} "
+                  f"| {fmt(fig)} | {fmt(mean(r['lo']))} / {fmt(mean(r['hi']))} | "
                   f"{', '.join(f'{k} {v}' for k, v in sorted(r['methods'].items()))} | {verdict} |")
         r = t.row()
         print(f"|  | *draw* | | | coverage {r['coverage']} | contain {r['contain']} | disputed {r['disputed']}, "
@@ -242,17 +304,21 @@ def suite(paths):
 
 def summary(total, by_mode):
     print()
-    print("| | coverage | accurate | bounds published | bounds contain | contain (draw mean) | contain (sampled) | width | bounds only | disputed | disputed beside a liar | withheld | liars caught | liars charged | liar reads with a material lie | of those caught |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| | coverage | accurate | bounds published | bounds contain | contain (draw mean) | contain (sampled) | width | bounds only | disputed | disputed beside a liar | withheld | liars caught | liars charged | liar reads with a material lie | of those caught | tenants delivering < 0.8 of asked |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t in [("all", total)] + sorted(by_mode.items()):
         r = t.row()
         print(f"| {name} | {r['coverage']} | {r['accurate']} | {r['bounds']} | {r['contain']} | {r['contain_mean']} | {r['contain_sampled']} | {r['width']} | {r['bounds_only']} | {r['disputed']} | {r['beside_liar']} "
-              f"| {r['withheld']} | {r['caught']} | {r['charged']} | {r['material']} | {r['caught_material']} |")
+              f"| {r['withheld']} | {r['caught']} | {r['charged']} | {r['material']} | {r['caught_material']} | {r['short']} |")
     for name, t in sorted(by_mode.items()):
         if t.err:
             e = sorted(t.err)
             print(f"{name}: figure - truth over {len(e)} reads: median {100 * e[len(e) // 2]:+.1f} pts, "
                   f"5th {100 * e[len(e) // 20]:+.1f}, 95th {100 * e[(len(e) * 19) // 20]:+.1f}")
+        if t.rel:
+            e = sorted(t.rel)
+            print(f"{name}: relative error over {len(e)} reads: median {100 * e[len(e) // 2]:+.1f} %, "
+                  f"5th {100 * e[len(e) // 20]:+.1f} %, 95th {100 * e[(len(e) * 19) // 20]:+.1f} %")
 
 
 def main():

@@ -44,10 +44,27 @@ MPS_POOL = [("hf-graph-0", "hf-graph", None), ("hf-graph-1", "hf-graph", None),
             ("st-embed-0", "st-embed", None), ("cbatch-0", "cbatch", None),
             ("train-0", "train", None), ("holder-0", "holder", None),
             ("liar-under", "gemm", "under")]
+# Issue 42's heavy class: kernel-bound tenants (and a launch-bound one) that keep the device
+# busy, each asking at least 0.1 of it as kernel time. The forgers carry the real probe behind a
+# relay that scales its frames (tenants.py, ForgingRelay).
+HEAVY_KINDS = ["enc-graph", "enc-eager", "gemm6k", "mlp-train", "timm", "cbatch", "holder"]
+HEAVY_TS_POOL = [("enc-graph-0", "enc-graph", None), ("enc-graph-1", "enc-graph", None),
+                 ("enc-eager-0", "enc-eager", None), ("gemm6k-0", "gemm6k", None),
+                 ("mlp-train-0", "mlp-train", None), ("timm-0", "timm", None),
+                 ("cbatch-0", "cbatch", None), ("holder-0", "holder", None),
+                 ("forge-over20", "gemm6k", "forge-over20"), ("forge-under20", "enc-graph", "forge-under20"),
+                 ("forge-over50", "enc-graph", "forge-over50"), ("forge-under50", "gemm6k", "forge-under50")]
+HEAVY_MPS_POOL = [("enc-graph-0", "enc-graph", None), ("enc-graph-1", "enc-graph", None),
+                  ("enc-eager-0", "enc-eager", None), ("gemm6k-0", "gemm6k", None),
+                  ("mlp-train-0", "mlp-train", None), ("cbatch-0", "cbatch", None),
+                  ("holder-0", "holder", None),
+                  ("forge-over20", "gemm6k", "forge-over20"), ("forge-under20", "enc-graph", "forge-under20")]
 DUR, SKIP, LEAD = 22.0, 10.0, 2.0
-URL = "http://127.0.0.1:9950"
+PORT = 9950
+URL = f"http://127.0.0.1:{PORT}"
 RUN = "/tmp/corpus-run"
 PROCS = []  # every process this driver started, ended by pid at the end
+RECORD_LOG = False
 
 
 def log(*a):
@@ -74,6 +91,38 @@ def plan(seed, n, mode, pool):
             tenants.append({"slot": slot, "kind": kind, "liar": liar, "duty": round(total * r / sum(raw), 3),
                             "arrival": arrival, "seed": rng.randrange(1 << 30)})
         out.append({"draw": f"{mode}-{k}", "mode": mode, "tenants": tenants})
+    return out
+
+
+def plan_heavy(seed, n, mode, pool):
+    """n heavy draws (issue 42): 2-4 honest tenants of the heavy kinds asking 0.55-0.95 of the
+    device as kernel time between them, each at least 0.1; a memory holder beside them in a
+    quarter of the draws; a forging liar in place of one tenant in a third of them."""
+    rng = random.Random(f"{seed}-heavy-{mode}")
+    honest = [s for s in pool if s[2] is None and s[1] != "holder"]
+    holders = [s for s in pool if s[1] == "holder"]
+    forgers = [s for s in pool if s[2] is not None]
+    out = []
+    for k in range(n):
+        m = rng.randint(2, min(4, len(honest)))
+        chosen = rng.sample(honest, m)
+        if forgers and rng.random() < 1 / 3:
+            chosen[rng.randrange(m)] = rng.choice(forgers)
+        total = rng.uniform(0.55, 0.95)
+        raw = [rng.uniform(0.2, 1.0) for _ in chosen]
+        spare = total - 0.1 * m
+        tenants = []
+        for (slot, kind, liar), r in zip(chosen, raw):
+            arrival = "periodic" if kind == "mlp-train" else rng.choice(["poisson", "poisson", "bursty", "periodic"])
+            tenants.append({"slot": slot, "kind": kind, "liar": liar,
+                            "duty": round(0.1 + spare * r / sum(raw), 3), "arrival": arrival,
+                            "seed": rng.randrange(1 << 30)})
+        if holders and rng.random() < 0.25:
+            slot, kind, _ = holders[0]
+            tenants.append({"slot": slot, "kind": kind, "liar": None, "duty": 0.0, "arrival": "poisson",
+                            "seed": rng.randrange(1 << 30)})
+        out.append({"draw": f"heavy-{mode}-{k}", "mode": mode, "class": "heavy", "rate_by": "kernel",
+                    "tenants": tenants})
     return out
 
 
@@ -172,8 +221,16 @@ def start_pool(run, phase, pool, probe, deadline, failures, two_gpus):
             failures.append({"phase": phase, "slot": slot, "error": "no calibration"})
             continue
         env = dict(os.environ, CORPUS_PHASE=phase)
-        if not liar:
+        if not liar or liar.startswith("forge"):
             env["CUDA_INJECTION64_PATH"] = probe
+        if RECORD_LOG:
+            os.makedirs(f"{run}/rec", exist_ok=True)
+            env["TESSERA_PROBE_RECORD_LOG"] = f"{run}/rec/{phase}-{slot}"
+            env.setdefault("TESSERA_PROBE_RECORD_LOG_MB", "48")
+        if phase == "alone":
+            # Records on although alone: the probe's own kernel time beside NVML's and the
+            # calibrated truth (issue 42, "check the truth").
+            env["TESSERA_PROBE_RECORDS"] = "always"
         for rank in ([0, 1] if kind == "ddp" else [0]):
             name = slot if rank == 0 else f"{slot}r1"
             args = [sys.executable, TENANTS, "pool", kind, name, run, "--rank", str(rank)]
@@ -257,7 +314,7 @@ def run_draw(run, d, ready):
                 t.setdefault("error", "tenant not ready")
                 continue
             c = {"draw": d["draw"], "start": st, "dur": DUR, "duty": t["duty"], "arrival": t["arrival"],
-                 "seed": t["seed"]}
+                 "seed": t["seed"], "rate_by": d.get("rate_by", "event")}
             with open(f"{run}/ctl/{name}.tmp", "w") as f:
                 json.dump(c, f)
             os.replace(f"{run}/ctl/{name}.tmp", f"{run}/ctl/{name}.json")
@@ -311,8 +368,28 @@ def run_phase(run, phase, pool, draws, args, deadline, out, failures, two_gpus):
     return done
 
 
+def clock_sampler(gpu, path):
+    """SM clock, power and utilization twice a second (read-only nvidia-smi): the truth is
+    calibrated at one clock and served at another (issue 42, "check the truth")."""
+    args = ["nvidia-smi", "--query-gpu=timestamp,index,clocks.sm,power.draw,utilization.gpu",
+            "--format=csv,noheader,nounits", "-lms", "500"]
+    if gpu is not None:
+        args += ["-i", str(gpu)]
+    try:
+        return start(args, None, path)
+    except OSError:
+        return None
+
+
+def alone_plan(kinds, dur):
+    """Each kind alone at 0.3 of the device in kernel time, records on (issue 42's truth check)."""
+    return [{"draw": f"alone-{k}", "mode": "alone", "class": "alone", "rate_by": "kernel",
+             "tenants": [{"slot": f"{k}-0", "kind": k, "liar": None, "duty": 0.3, "arrival": "periodic",
+                          "seed": 1000 + n}]} for n, k in enumerate(kinds)]
+
+
 def main():
-    global DUR, SKIP
+    global DUR, SKIP, PORT, URL, RUN, RECORD_LOG
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
     p.add_argument("--budget", type=float, default=520, help="seconds for everything")
@@ -323,63 +400,116 @@ def main():
     p.add_argument("--mps-share", type=float, default=0.35, help="share of the draw time for MPS")
     p.add_argument("--dur", type=float, default=DUR, help="seconds a draw runs")
     p.add_argument("--skip", type=float, default=SKIP, help="reads begin this long into a draw")
+    p.add_argument("--gpu", type=int, help="run on this GPU only (its tenants, MPS daemon, port and "
+                   "folders its own), so that one host runs several corpora side by side")
+    p.add_argument("--classes", default="light", help="light, heavy or both (comma-separated)")
+    p.add_argument("--modes", default="ts,mps", help="ts, mps or both")
+    p.add_argument("--heavy-share", type=float, default=0.5, help="share of the draws that are heavy")
+    p.add_argument("--alone", action="store_true", help="first, each heavy kind alone with records on")
+    p.add_argument("--record-log", action="store_true", help="every pool tenant's kernel records "
+                   "(TESSERA_PROBE_RECORD_LOG) into logs, for replays")
     args = p.parse_args()
-    DUR, SKIP = args.dur, args.skip
+    DUR, SKIP, RECORD_LOG = args.dur, args.skip, args.record_log
+    classes, modes = set(args.classes.split(",")), set(args.modes.split(","))
+    if args.gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.gpu)
+        PORT = 9950 + args.gpu
+        URL = f"http://127.0.0.1:{PORT}"
+        RUN = f"/tmp/corpus-run-g{args.gpu}"
     t_start = time.time()
     end = t_start + args.budget
     run = RUN
     shutil.rmtree(run, ignore_errors=True)
     os.makedirs(f"{run}/logs")
     os.makedirs(args.out, exist_ok=True)
-    n_gpus = gpus()
-    ts_draws, mps_draws = plan(args.seed, 20, "ts", TS_POOL), plan(args.seed, 10, "mps", MPS_POOL)
+    n_gpus = gpus() if args.gpu is None else 1
+    ts_pool, mps_pool, ts_draws, mps_draws = [], [], [], []
+    if "light" in classes:
+        ts_pool, mps_pool = list(TS_POOL), list(MPS_POOL)
+        ts_draws, mps_draws = plan(args.seed, 20, "ts", TS_POOL), plan(args.seed, 10, "mps", MPS_POOL)
+    if "heavy" in classes:
+        hts, hmps = plan_heavy(args.seed, 20, "ts", HEAVY_TS_POOL), plan_heavy(args.seed, 10, "mps", HEAVY_MPS_POOL)
+        ts_pool += [s for s in HEAVY_TS_POOL if s not in ts_pool]
+        mps_pool += [s for s in HEAVY_MPS_POOL if s not in mps_pool]
+        if "light" in classes:  # interleaved, heavy first, so a cut budget keeps both classes
+            share = args.heavy_share
+            ts_draws = interleave(hts, ts_draws, share)
+            mps_draws = interleave(hmps, mps_draws, share)
+        else:
+            ts_draws, mps_draws = hts, hmps
+    if "ts" not in modes:
+        ts_draws = []
+    if "mps" not in modes:
+        mps_draws = []
+    kinds = sorted({k for _, k, _ in (ts_pool if ts_draws else []) + (mps_pool if mps_draws else [])})
+    kinds = [k for k in kinds if k != "ddp" or n_gpus >= 2]
+    alone = alone_plan([k for k in HEAVY_KINDS if k != "holder" and k in kinds], DUR) if args.alone else []
     failures = []
     out = open(f"{args.out}/corpus.jsonl", "w")
     card = quiet_run(["nvidia-smi", "--query-gpu=index,name,driver_version,compute_mode,mig.mode.current",
                       "--format=csv,noheader"])
     out.write(json.dumps({"type": "header", "seed": args.seed, "commit": args.commit, "started": t_start,
-                          "budget_s": args.budget, "gpus": n_gpus, "card": card, "dur": DUR, "skip": SKIP,
-                          "plan": ts_draws + mps_draws}) + "\n")
+                          "budget_s": args.budget, "gpus": n_gpus, "gpu": args.gpu, "card": card, "dur": DUR,
+                          "skip": SKIP, "classes": sorted(classes), "plan": alone + ts_draws + mps_draws}) + "\n")
     env = dict(os.environ, TESSERA_METRICS_DETAIL="full")
     env.pop("CUDA_INJECTION64_PATH", None)
-    tessera = start([args.tessera, "--web.listen-address=127.0.0.1:9950", "--sample.interval=1s",
+    tessera = start([args.tessera, f"--web.listen-address=127.0.0.1:{PORT}", "--sample.interval=1s",
                      "--nvml.process-interval=1s", "--kubelet.enabled=false", "--kube.enabled=false",
                      "--web.enable-debug=true", f"--probe.socket={os.environ['TESSERA_PROBE_SOCKET']}"],
                     env, f"{run}/logs/tessera.log")
-    kinds = [k for k in KINDS if k != "ddp" or n_gpus >= 2]
-    if n_gpus < 2:
+    clocks = clock_sampler(args.gpu, f"{run}/logs/clocks.csv")
+    if n_gpus < 2 and "light" in classes:
         failures.append({"phase": "calibration", "kind": "ddp", "error": f"{n_gpus} GPU(s) visible"})
     # Cold torch.compile of the graph decoder (~1-2 min) is the long pole of the calibration.
     calib = calibrate(run, kinds, t_start + min(330, args.budget * 0.35), failures)
     log("calibrated:", {k: [round(c["kernel_ms"], 3) for c in v["classes"]] for k, v in calib.items()})
     out.write(json.dumps({"type": "calib", "calib": calib}) + "\n")
+    alone_done = 0
+    if alone:
+        pool_alone = [(t["slot"], t["kind"], None) for d in alone for t in d["tenants"]]
+        alone_done = run_phase(run, "alone", pool_alone, alone, args, end - 60, out, failures, False)
     left = end - time.time()
-    mps_from = end - max(60.0, left * args.mps_share)
-    done = run_phase(run, "ts", TS_POOL, ts_draws, args, mps_from, out, failures, n_gpus >= 2)
+    mps_from = end - max(60.0, left * args.mps_share) if ts_draws and mps_draws else end - 10
+    done = run_phase(run, "ts", ts_pool, ts_draws, args, mps_from, out, failures, n_gpus >= 2) if ts_draws else 0
     mps_done = 0
-    if end - time.time() > 60 + DUR:
-        menv = {"CUDA_MPS_PIPE_DIRECTORY": "/tmp/corpus-mps-pipe", "CUDA_MPS_LOG_DIRECTORY": "/tmp/corpus-mps-log"}
+    pipe = f"/tmp/corpus-mps-pipe{'' if args.gpu is None else f'-g{args.gpu}'}"
+    if mps_draws and end - time.time() > 60 + DUR:
+        menv = {"CUDA_MPS_PIPE_DIRECTORY": pipe, "CUDA_MPS_LOG_DIRECTORY": pipe.replace("pipe", "log")}
         for v in menv.values():
             os.makedirs(v, exist_ok=True)
         os.environ.update(menv)
         try:
             subprocess.run(["nvidia-cuda-mps-control", "-d"], check=True, timeout=20)
-            mps_done = run_phase(run, "mps", MPS_POOL, mps_draws, args, end - 10, out, failures, False)
+            mps_done = run_phase(run, "mps", mps_pool, mps_draws, args, end - 10, out, failures, False)
         except (OSError, subprocess.SubprocessError) as e:
             failures.append({"phase": "mps", "error": f"MPS daemon: {e}"})
         finally:
             quiet_run(["nvidia-cuda-mps-control"], "quit\n")
-    else:
+    elif mps_draws:
         failures.append({"phase": "mps", "error": "no budget left"})
     stop(tessera)
+    if clocks:
+        stop(clocks, 1.0)
     for q in PROCS:
         stop(q, 1.0)
     out.write(json.dumps({"type": "footer", "ts_draws_run": done, "mps_draws_run": mps_done,
-                          "planned_not_run": [d["draw"] for d in ts_draws[done:] + mps_draws[mps_done:]],
+                          "alone_run": alone_done,
+                          "planned_not_run": [d["draw"] for d in alone[alone_done:] + ts_draws[done:] + mps_draws[mps_done:]],
                           "failures": failures, "wall_s": round(time.time() - t_start, 1)}) + "\n")
     out.close()
     subprocess.run(["tar", "czf", f"{args.out}/logs.tgz", "-C", run, "logs", "calib"] +
                    [f for f in os.listdir(run) if f.endswith(".log")], check=False)
+    if RECORD_LOG and os.path.isdir(f"{run}/rec"):
+        subprocess.run(["tar", "cJf", f"{args.out}/records.tar.xz", "-C", run, "rec"], check=False)
+
+
+def interleave(first, second, share):
+    """Draws of two classes in one order: `share` of them from `first`, spread through."""
+    out, a, b = [], list(first), list(second)
+    while a or b:
+        take_a = a and (not b or sum(1 for d in out if d in first) < share * (len(out) + 1))
+        out.append(a.pop(0) if take_a else b.pop(0))
+    return out
 
 
 if __name__ == "__main__":

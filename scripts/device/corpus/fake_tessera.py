@@ -14,7 +14,7 @@ class H(BaseHTTPRequestHandler):
 
     def do_GET(self):
         pids = []
-        for f in glob.glob("/tmp/corpus-run/ready/*"):
+        for f in glob.glob("/tmp/corpus-run*/ready/*"):
             try:
                 pids.append(json.load(open(f))["pid"])
             except (OSError, ValueError):

@@ -7,6 +7,10 @@
 # BUDGET: seconds for everything (calibration, the time-sliced draws, the MPS draws); the
 # script returns ~15 s after it. SEED: the driver's seed, fixed before the run (written in the
 # data with the commit). TESSERA / PROBE override the builds' paths.
+# Issue 42: CLASSES=light|heavy|light,heavy (default light, runs 1-11's corpus), MODES=ts|mps|ts,mps,
+# ALONE=1 (each heavy kind alone with records on, first), RECORD_LOG=1 (every tenant's kernel
+# records into records.tar.xz), GPU=N (this GPU only, with its own tessera port, probe socket,
+# folders and MPS daemon: several runs side by side on one host, each with its own OUT).
 # Writes to $OUT: corpus.jsonl (header with seed, commit, plan; calibration; every draw with
 # every read; footer with failures and draws not run), logs.tgz, summary.txt (analyze.py).
 # Never changes GPU settings; MPS runs with private pipe/log folders under /tmp and is quit.
@@ -27,17 +31,19 @@ fi
 CUPTI=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
 # NVLink multicast stays off for the DDP tenant's NCCL (the device machines' rule).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/corpus-probe.sock PYTHONUNBUFFERED=1
+SUFFIX=${GPU:+-g$GPU}
+export TESSERA_PROBE_CUPTI=$CUPTI TESSERA_PROBE_SOCKET=/tmp/corpus-probe$SUFFIX.sock PYTHONUNBUFFERED=1
 rm -f "$TESSERA_PROBE_SOCKET"
 python3 -c "import torch, transformers, timm, sentence_transformers; print('torch', torch.__version__, 'transformers', transformers.__version__, 'timm', timm.__version__, 'st', sentence_transformers.__version__, 'gpus', torch.cuda.device_count())" 2>&1 | tail -1
 timeout -k 10 $(( ${BUDGET:-500} + 40 )) python3 "$ROOT/scripts/device/corpus/driver.py" --out "$OUT" \
   --budget "${BUDGET:-500}" --seed "${SEED:-3217}" --tessera "$TESSERA" --probe "$PROBE" --commit "$COMMIT" \
-  2> "$OUT/driver.log"
+  --classes "${CLASSES:-light}" --modes "${MODES:-ts,mps}" ${GPU:+--gpu "$GPU"} ${ALONE:+--alone} \
+  ${RECORD_LOG:+--record-log} 2> "$OUT/driver.log"
 echo "driver exit $?"
 # A driver cut off by the timeout leaves its tenants (each in its own session): end them by pid.
-while read -r pid; do kill -- -"$pid" 2>/dev/null; done < /tmp/corpus-run/pids 2>/dev/null
+while read -r pid; do kill -- -"$pid" 2>/dev/null; done < /tmp/corpus-run$SUFFIX/pids 2>/dev/null
 # Whatever the driver left, MPS must not outlive the call.
-echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/corpus-mps-pipe nvidia-cuda-mps-control >/dev/null 2>&1
+echo quit | CUDA_MPS_PIPE_DIRECTORY=/tmp/corpus-mps-pipe$SUFFIX nvidia-cuda-mps-control >/dev/null 2>&1
 tail -5 "$OUT/driver.log"
 python3 "$ROOT/scripts/device/corpus/analyze.py" "$OUT/corpus.jsonl" | tee "$OUT/summary.txt"
 ls -la "$OUT"

@@ -235,6 +235,86 @@ class Gemm:
         torch.cuda.synchronize()
 
 
+class Encoder:
+    """A 6-layer transformer encoder (d 2048, 16 heads, FFN 8192, sequence 512) in bf16 serving
+    batches of 2, 8 and 16 (issue 42's tenant): kernel-bound at 8-16, its kernels a tenth of a
+    millisecond to a millisecond. `graph`: one CUDA graph captured per batch and replayed, as a
+    serving stack with CUDA graphs does; otherwise eager."""
+    CLASSES = [2, 8, 16]
+    WEIGHTS = [0.3, 0.4, 0.3]
+
+    def __init__(self, graph, seed):
+        torch.manual_seed(seed)
+        layer = torch.nn.TransformerEncoderLayer(2048, 16, 8192, batch_first=True, dropout=0.0)
+        self.model = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).to(
+            DEV, torch.bfloat16).eval()
+        self.inputs = [torch.randn(b, 512, 2048, device=DEV, dtype=torch.bfloat16) for b in self.CLASSES]
+        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+        self.graphs = []
+        if graph and not os.environ.get("CORPUS_FAKE"):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side), torch.inference_mode():
+                for x in self.inputs:
+                    for _ in range(3):
+                        self.model(x)
+            torch.cuda.current_stream().wait_stream(side)
+            self.outputs = []
+            for x in self.inputs:
+                g = torch.cuda.CUDAGraph()
+                with torch.inference_mode(), torch.cuda.graph(g):
+                    self.outputs.append(self.model(x))
+                self.graphs.append(g)
+
+    def serve(self, i):
+        if self.graphs:
+            self.graphs[i].replay()
+        else:
+            with torch.inference_mode():
+                self.model(self.inputs[i])
+        torch.cuda.synchronize()
+
+
+class Gemm6k:
+    """A bf16 6144 x 6144 GEMM stream (issue 42): each matmul ~0.7 ms on an H100, a request two
+    or four of them back to back."""
+    CLASSES = [2, 4]
+    WEIGHTS = [0.5, 0.5]
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        self.a = torch.randn(6144, 6144, device=DEV, dtype=torch.bfloat16)
+        self.b = torch.randn(6144, 6144, device=DEV, dtype=torch.bfloat16)
+        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+
+    def serve(self, i):
+        for _ in range(self.CLASSES[i]):
+            self.a @ self.b
+        torch.cuda.synchronize()
+
+
+class MlpTrain:
+    """Training steps of a 4-layer MLP (4096 wide, GELU) on a large batch (16,384 rows) with
+    fused AdamW (issue 42): multi-millisecond GEMMs, the kind whose kernels outlast time slices."""
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        layers = []
+        for _ in range(4):
+            layers += [torch.nn.Linear(4096, 4096), torch.nn.GELU()]
+        self.model = torch.nn.Sequential(*layers).to(DEV, torch.bfloat16)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
+        self.x = torch.randn(16384, 4096, device=DEV, dtype=torch.bfloat16)
+        self.classes, self.weights = [0], [1.0]
+
+    def serve(self, i):
+        loss = self.model(self.x).float().pow(2).mean()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        torch.cuda.synchronize()
+
+
 class Holder:
     """Holds 2 GiB of device memory and, during a draw, spins a CPU core; launches nothing.
     Its truth is 0: with its probe on it must count idle."""
@@ -270,6 +350,14 @@ def build(kind, seed, rank=0, store_file="/tmp/corpus-ddp-store"):
         return Ddp(seed, rank, store_file)
     if kind == "gemm":
         return Gemm(seed)
+    if kind == "enc-graph":
+        return Encoder(True, seed)
+    if kind == "enc-eager":
+        return Encoder(False, seed)
+    if kind == "gemm6k":
+        return Gemm6k(seed)
+    if kind == "mlp-train":
+        return MlpTrain(seed)
     raise SystemExit(f"unknown kind {kind}")
 
 
@@ -408,7 +496,8 @@ def serve_draw(w, kind, c, cal, rate_cal):
     reqs = []
     if kind == "cbatch":
         mean_len = 36
-        rate = c["duty"] / (mean_len * e_ms[0] / 1000)
+        step_ms = k_ms[0] if c.get("rate_by") == "kernel" else e_ms[0]
+        rate = c["duty"] / (mean_len * step_ms / 1000)
         times = arrivals(rng, c["arrival"], rate, start, end)
         active, steps = [], 0
         while time.time() < start:
@@ -438,7 +527,10 @@ def serve_draw(w, kind, c, cal, rate_cal):
                 break
         return {"served": served, "truth": kernel / 1000 / dur, "truth_event": event / 1000 / dur,
                 "steps": steps, "late_s": max(0.0, time.time() - end), "reqs": reqs}
-    r_ms = [r["event_ms"] for r in rate_cal["classes"]]
+    # Issue 42: the rate from each class's kernel time, so that the draw asks for kernel time
+    # (what the truth counts); earlier runs' plans asked in event time (a launch-bound tenant then
+    # delivered a fifth to a twenty-fifth of its duty as kernel time).
+    r_ms = [r["kernel_ms" if c.get("rate_by") == "kernel" else "event_ms"] for r in rate_cal["classes"]]
     if kind == "holder":
         while time.time() < end:
             pass  # spin a core, launch nothing
@@ -514,12 +606,107 @@ class Liar:
             time.sleep(0.2)
 
 
+class ForgingRelay:
+    """A tenant that lies with a plausible timeline (issue 42): its process carries the real
+    probe, pointed at this relay's socket, and the relay (a thread of the same process, so
+    tessera sees the tenant's own pid) passes tessera's control messages back and forwards every
+    frame with its kernel time scaled by `factor`: the busy total, and each millisecond's covered
+    and solo time (capped at the millisecond). What tessera hears is the current wire and a
+    timeline shaped like the tenant's own, off by the factor."""
+    FACTOR = {"forge-over20": 1.2, "forge-under20": 0.8, "forge-over50": 1.5, "forge-under50": 0.5}
+
+    def __init__(self, how, own_path, tessera_path):
+        import socket
+        import threading
+        self.factor, self.tessera_path = self.FACTOR[how], tessera_path
+        try:
+            os.unlink(own_path)
+        except OSError:
+            pass
+        self.server = socket.socket(socket.AF_UNIX)
+        self.server.bind(own_path)
+        self.server.listen(4)
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        import threading
+        while True:
+            conn, _ = self.server.accept()
+            threading.Thread(target=self.relay, args=(conn,), daemon=True).start()
+
+    def relay(self, probe):
+        import selectors
+        import socket
+        up = socket.socket(socket.AF_UNIX)
+        try:
+            up.connect(self.tessera_path)
+        except OSError:
+            probe.close()
+            return
+        sel = selectors.DefaultSelector()
+        sel.register(probe, selectors.EVENT_READ, "probe")
+        sel.register(up, selectors.EVENT_READ, "up")
+        buf = b""
+        while True:
+            for key, _ in sel.select():
+                data = key.fileobj.recv(1 << 16)
+                if not data:
+                    probe.close()
+                    up.close()
+                    return
+                if key.data == "up":
+                    probe.sendall(data)  # tessera's control messages, untouched
+                    continue
+                buf += data
+                while True:
+                    frame, buf = self.take_frame(buf)
+                    if frame is None:
+                        break
+                    up.sendall(frame)
+
+    def take_frame(self, buf):
+        """One whole frame off the front of `buf`, forged; (None, buf) until one is whole."""
+        import struct
+        if len(buf) < 32:
+            return None, buf
+        version = struct.unpack_from("<I", buf, 4)[0]
+        if version < 2:
+            head, count = 32, 0
+        else:
+            if len(buf) < 64:
+                return None, buf
+            count = struct.unpack_from("<I", buf, 56)[0]
+            head = 72 if version >= 3 else 64
+        n = head + 4 * count
+        if len(buf) < n:
+            return None, buf
+        f = bytearray(buf[:n])
+        busy = struct.unpack_from("<Q", f, 8)[0]
+        struct.pack_into("<Q", f, 8, int(busy * self.factor))
+        for k in range(count):
+            at = head + 4 * k
+            cov, solo = struct.unpack_from("<HH", f, at)
+            if cov == 0xFFFF:  # untraced stays untraced
+                continue
+            cov2 = min(1000, round(cov * self.factor))
+            struct.pack_into("<HH", f, at, cov2, min(cov2, round(solo * self.factor)))
+        return bytes(f), buf[n:]
+
+
 def pool(kind, slot, d, rank=0, liar=None):
     """A warmed tenant waiting for draws: idle (asleep, polling its control file) between."""
     seed = int(slot.split("-")[-1]) if slot.split("-")[-1].isdigit() else 0
+    forger = None
+    if liar in ForgingRelay.FACTOR:
+        # Before CUDA starts: the probe reads its socket's path at cuInit.
+        tessera_path = os.environ.get("TESSERA_PROBE_SOCKET", "/tmp/tessera-probe.sock")
+        own = f"{d}/forge-{slot}.sock"
+        forger = ForgingRelay(liar, own, tessera_path)
+        os.environ["TESSERA_PROBE_SOCKET"] = own
     w = build(kind, seed, rank, f"{d}/ddp-{os.environ.get('CORPUS_PHASE', 'pool')}")
     warm(w)
-    fake = Liar(liar, os.environ.get("TESSERA_PROBE_SOCKET", "/tmp/tessera-probe.sock")) if liar else None
+    fake = Liar(liar, os.environ.get("TESSERA_PROBE_SOCKET", "/tmp/tessera-probe.sock")) \
+        if liar and not forger else None
     cal_path = f"{d}/calib/{kind}-{rank}.json"
     with open(f"{d}/ready/{slot}", "w") as f:
         json.dump({"pid": os.getpid(), "kind": kind, "rank": rank}, f)
@@ -542,6 +729,8 @@ def pool(kind, slot, d, rank=0, liar=None):
         try:
             with open(cal_path) as f:
                 cal = json.load(f)
+            if forger:
+                res["liar"] = liar
             if fake:  # lies about its kernel time, not about its requests' wall time
                 k = sum(p * r["kernel_ms"] for p, r in zip(w.weights, cal["classes"]))
                 e = sum(p * r["event_ms"] for p, r in zip(w.weights, cal["classes"]))
@@ -570,7 +759,7 @@ def main():
     b = sub.add_parser("pool")
     b.add_argument("kind"); b.add_argument("slot"); b.add_argument("dir")
     b.add_argument("--rank", type=int, default=0)
-    b.add_argument("--liar", choices=sorted(Liar.FACTOR))
+    b.add_argument("--liar", choices=sorted(Liar.FACTOR) + sorted(ForgingRelay.FACTOR))
     args = p.parse_args()
     if args.cmd == "calib":
         calib(args.kind, args.out, args.lock, args.rank, args.store)
