@@ -260,11 +260,22 @@ class Encoder:
                         self.model(x)
             torch.cuda.current_stream().wait_stream(side)
             self.outputs = []
-            for x in self.inputs:
-                g = torch.cuda.CUDAGraph()
-                with torch.inference_mode(), torch.cuda.graph(g):
-                    self.outputs.append(self.model(x))
-                self.graphs.append(g)
+            try:
+                self.capture()
+            except RuntimeError as e:
+                # The encoder's fused fast path, where this torch cannot capture it: the same
+                # layers through the plain path, said in the log.
+                print("graph capture failed on the fast path, capturing without it:", e, file=sys.stderr)
+                torch.backends.mha.set_fastpath_enabled(False)
+                self.graphs, self.outputs = [], []
+                self.capture()
+
+    def capture(self):
+        for x in self.inputs:
+            g = torch.cuda.CUDAGraph()
+            with torch.inference_mode(), torch.cuda.graph(g):
+                self.outputs.append(self.model(x))
+            self.graphs.append(g)
 
     def serve(self, i):
         if self.graphs:
