@@ -137,8 +137,8 @@ fn assert_split(
     mps: bool,
     expect: [Option<f64>; 2],
     debug_says: &[&str],
-) {
-    assert_split_busy(dir, clients, (mps, 80), expect, debug_says);
+) -> String {
+    assert_split_busy(dir, clients, (mps, 80), expect, debug_says)
 }
 
 /// tessera (debug page on) over one GPU busy `util` per cent of the time, with `clients` on it
@@ -197,27 +197,34 @@ fn assert_split_busy(
 }
 
 #[test]
-fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept() {
+fn a_kernel_that_outlasts_time_slices_counts_its_solo_durations_and_its_neighbour_its_spans() {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("probe.sock");
     // The first tenant's spans cover every millisecond whole while the second one's short
     // kernels run inside them: its span holds their slices and the switches, which no record
-    // measures, so its share is withheld (its solo estimate, 45 %, is not believed). The short
-    // tenant's spans are its own time: 0.25.
+    // measures, so its share is what its kernels' solo durations explain (45 %), bounded by
+    // them and by the millisecond less its neighbour's kernels. The short tenant's spans are
+    // its own time: 0.25.
     let clients = Clients(vec![
         fake_timeline_client(&socket, 1.0, 0.45, 0),
         fake_timeline_client(&socket, 0.25, 0.25, 0),
     ]);
-    assert_split(
+    let m = assert_split(
         dir.path(),
         clients,
         false,
-        [None, Some(0.25)],
+        [Some(0.45), Some(0.25)],
         &[
             "CUDA probe timelines",
             "outlast time slices",
+            "solo durations explain",
             "\"holds_others\":1.0",
         ],
+    );
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("gpu_process_busy_ratio_lower{")),
+        "{m}"
     );
 }
 

@@ -25,7 +25,7 @@ fn run(threads: u64) -> f64 {
         for thread in 0..threads {
             for i in 0..PER_BUFFER / threads {
                 let start = (k / threads + i) * 20_000 + thread * 3_000;
-                s.push(start, start + 8_000, 8_000);
+                s.push(start, start + 8_000, 8_000, 8_000);
             }
             s.flush_batch();
         }

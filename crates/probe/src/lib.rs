@@ -240,16 +240,18 @@ unsafe extern "C" fn buffer_completed(
                             } else {
                                 0
                             },
+                            context: 0,
                         };
                         if start == 0 || end <= start {
                             INCOMPLETE.fetch_add(1, Ordering::Relaxed);
-                            spans.push(0, 0, 0);
+                            spans.push(0, 0, 0, 0);
                             continue;
                         }
-                        let solo_ns = solo.observe(shape, end - start, end);
-                        spans.push(start, end, solo_ns);
+                        let placed = solo.launches.place(shape);
+                        let counts = solo.observe(placed, end - start, end);
+                        spans.push(start, end, counts.solo, counts.floor);
                         if let Some(log) = RECORD_LOG.get().and_then(|(_, l)| l.lock().ok()) {
-                            log_record(log, shape, (start, end), solo_ns, base);
+                            log_record(log, shape, (start, end), counts.solo, base);
                         }
                     }
                 }

@@ -7,6 +7,7 @@ fn shape(name: u64, gx: u32) -> KernelShape {
         block: [128, 1, 1],
         dynamic_shared: 0,
         graph_node: 0,
+        context: 0,
     }
 }
 

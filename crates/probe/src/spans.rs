@@ -1,6 +1,7 @@
 //! Kernel busy time as the union of kernel [start, end] spans: concurrent kernels of one
 //! process (several streams) must not count twice. Besides the total, the union is kept as a
-//! millisecond timeline (see `wire`), with each kernel's solo-equivalent share of its span.
+//! millisecond timeline (see `wire`), with each kernel's solo-equivalent share of its span and
+//! its floor (`solo::Solo`).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -26,10 +27,11 @@ pub struct Spans {
     pub(crate) covered: BTreeMap<u64, u64>,
     /// Scratch for a late span's uncovered parts (no allocation per kernel).
     gaps: Vec<(u64, u64)>,
-    /// (start, end, solo ns) of kernels not folded in yet.
-    pub(crate) batch: Vec<(u64, u64, u64)>,
-    /// Bucket index → (covered ns, solo-equivalent ns), only buckets with kernel time.
-    pub(crate) timeline: BTreeMap<u64, (u32, u32)>,
+    /// (start, end, solo ns, floor ns) of kernels not folded in yet.
+    pub(crate) batch: Vec<(u64, u64, u64, u64)>,
+    /// Bucket index → (covered ns, solo-equivalent ns, floor ns), only buckets with kernel
+    /// time.
+    pub(crate) timeline: BTreeMap<u64, (u32, u32, u32)>,
     /// Lowest bucket changed since the last frame.
     pub(crate) dirty_from: Option<u64>,
     /// Every bucket from here on was measured (raised when old buckets are let go).
@@ -96,11 +98,14 @@ impl Spans {
         self.traced_ns + self.tracing_since.map_or(0, |on| now_ns.saturating_sub(on))
     }
 
-    /// One kernel; `solo_ns` is how long it would have taken alone (at most `end - start`).
-    pub fn push(&mut self, start: u64, end: u64, solo_ns: u64) {
+    /// One kernel; `solo_ns` is how long it would have taken alone and `floor_ns` no more
+    /// than its estimate (both at most `end - start`).
+    pub fn push(&mut self, start: u64, end: u64, solo_ns: u64, floor_ns: u64) {
         self.kernels += 1;
         if end > start {
-            self.batch.push((start, end, solo_ns.min(end - start)));
+            let d = end - start;
+            self.batch
+                .push((start, end, solo_ns.min(d), floor_ns.min(solo_ns).min(d)));
         }
     }
 
@@ -111,12 +116,13 @@ impl Spans {
     pub fn flush_batch(&mut self) {
         self.batch.sort_unstable();
         let batch = std::mem::take(&mut self.batch);
-        for &(start, end, solo) in &batch {
+        for &(start, end, solo, least) in &batch {
             let floor = self.covered_until.saturating_sub(LATE_HORIZON_NS);
             if !self.admit(start, end) || end <= floor {
                 continue;
             }
-            let ratio = solo as f64 / (end - start) as f64;
+            let span = (end - start) as f64;
+            let ratio = (solo as f64 / span, least as f64 / span);
             let start = start.max(floor);
             if start >= self.covered_until {
                 // In time order, as one thread's buffer is: nothing can cover it.
@@ -244,7 +250,8 @@ impl Spans {
         self.dirty_from = Some(self.dirty_from.map_or(b, |d| d.min(b)));
     }
 
-    fn add_to_timeline(&mut self, from: u64, end: u64, solo_ratio: f64) {
+    /// `ratios`: the kernel's solo and floor over its span.
+    fn add_to_timeline(&mut self, from: u64, end: u64, ratios: (f64, f64)) {
         let last = (end - 1) / BUCKET_NS;
         // A span longer than what is kept only fills what is kept.
         let first = (from / BUCKET_NS).max(last.saturating_sub(MAX_BUCKETS as u64 - 1));
@@ -257,7 +264,8 @@ impl Spans {
             let ns = hi - lo;
             let e = self.timeline.entry(b).or_default();
             e.0 = (e.0 as u64 + ns).min(BUCKET_NS) as u32;
-            e.1 = ((e.1 as f64 + ns as f64 * solo_ratio) as u64).min(u64::from(e.0)) as u32;
+            e.1 = ((e.1 as f64 + ns as f64 * ratios.0) as u64).min(u64::from(e.0)) as u32;
+            e.2 = ((e.2 as f64 + ns as f64 * ratios.1) as u64).min(u64::from(e.1)) as u32;
         }
         self.dirty_from = Some(self.dirty_from.map_or(first, |d| d.min(first)));
     }
@@ -311,11 +319,12 @@ impl Spans {
             out.push(match (traced, self.timeline.get(&b)) {
                 (false, _) => Bucket {
                     covered_us: UNTRACED,
-                    solo_us: 0,
+                    ..Bucket::default()
                 },
-                (true, Some(&(covered, solo))) => Bucket {
+                (true, Some(&(covered, solo, floor))) => Bucket {
                     covered_us: (covered / 1000) as u16,
                     solo_us: (solo / 1000) as u16,
+                    floor_us: (floor / 1000) as u16,
                 },
                 (true, None) => Bucket::default(),
             });

@@ -4,8 +4,9 @@
 //! Version 2 adds the process's kernel *timeline*: per millisecond of the shared CUPTI clock,
 //! how much of it this process's kernels covered, and how much of that their solo durations
 //! explain. Under time-slicing a kernel's span includes the other tenants' slices, and only
-//! the timelines of all tenants side by side tell whose time an instant was. Version 1 (totals
-//! only) is still read.
+//! the timelines of all tenants side by side tell whose time an instant was. Version 4 adds
+//! each millisecond's floor: what its kernels count at most their estimates (`solo::Solo`),
+//! which the bounds take. Versions 1 (totals only), 2 and 3 are still read.
 
 /// Layout, little-endian: magic `TSP1`, version u32, busy ns u64, kernels u64, flags u32,
 /// dropped records u32. Version 1 ends here.
@@ -14,10 +15,12 @@ pub const V1_LEN: usize = 32;
 /// bucket u64, first bucket u64, bucket count u32, incomplete records u32 (0 from probes that
 /// predate it); then `count` buckets.
 pub const V2_LEN: usize = 64;
-/// Version 3 continues: traced ns u64 (since the probe started).
+/// Version 3 continues: traced ns u64 (since the probe started). Version 4's header is the same.
 pub const HEADER_LEN: usize = 72;
-/// Per bucket: covered µs u16, solo-equivalent µs u16.
-pub const BUCKET_LEN: usize = 4;
+/// Per bucket up to version 3: covered µs u16, solo-equivalent µs u16.
+pub const V3_BUCKET_LEN: usize = 4;
+/// Per bucket from version 4: covered µs u16, solo-equivalent µs u16, floor µs u16.
+pub const BUCKET_LEN: usize = 6;
 pub const MAGIC: [u8; 4] = *b"TSP1";
 /// `covered_us` of a millisecond the probe did not trace (a real one is at most 1000).
 pub const UNTRACED: u16 = u16::MAX;
@@ -40,9 +43,12 @@ pub const DEFAULT_SOCKET: &str = "/run/tessera/probe.sock";
 pub struct Bucket {
     /// µs of the bucket covered by the union of this process's kernel spans.
     pub covered_us: u16,
-    /// µs those kernels would have taken alone: each kernel counts at most the shortest
-    /// recent duration of the same kernel (name and launch shape).
+    /// µs those kernels would have taken alone: each kernel counts its run where that was
+    /// within the band of its estimate, else the estimate (`solo::Solo`).
     pub solo_us: u16,
+    /// Of those, what each kernel counts at most its estimate: a floor. Senders before
+    /// version 4 send none; it reads as `solo_us`.
+    pub floor_us: u16,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -148,6 +154,8 @@ pub struct Header {
     pub frame: Frame,
     /// Bytes of buckets that follow.
     pub bucket_bytes: usize,
+    /// Bytes per bucket ([`V3_BUCKET_LEN`] before version 4).
+    pub bucket_len: usize,
 }
 
 fn u32_at(b: &[u8], i: usize) -> u32 {
@@ -163,11 +171,12 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 }
 
 impl Frame {
-    /// Version 3 when the frame says what it traced, else version 2 (a sender that traces
-    /// always, like tessera's demo feed), so a frame decodes to itself.
+    /// Version 4 when the frame says what it traced, else version 2 (a sender that traces
+    /// always, like tessera's demo feed, whose floors are its solo parts), so a frame decodes
+    /// to itself.
     pub fn encode(&self) -> Vec<u8> {
         let n = self.buckets.len().min(MAX_BUCKETS);
-        let version: u32 = if self.traced_ns.is_some() { 3 } else { 2 };
+        let version: u32 = if self.traced_ns.is_some() { 4 } else { 2 };
         let mut b = Vec::with_capacity(HEADER_LEN + n * BUCKET_LEN);
         b.extend_from_slice(&MAGIC);
         b.extend_from_slice(&version.to_le_bytes());
@@ -186,6 +195,9 @@ impl Frame {
         for bucket in &self.buckets[..n] {
             b.extend_from_slice(&bucket.covered_us.to_le_bytes());
             b.extend_from_slice(&bucket.solo_us.to_le_bytes());
+            if version >= 4 {
+                b.extend_from_slice(&bucket.floor_us.to_le_bytes());
+            }
         }
         b
     }
@@ -198,7 +210,7 @@ impl Frame {
         match u32_at(start, 4) {
             1 => Some(V1_LEN - 8),
             2 => Some(V2_LEN - 8),
-            3 => Some(HEADER_LEN - 8),
+            3 | 4 => Some(HEADER_LEN - 8),
             _ => None,
         }
     }
@@ -219,8 +231,9 @@ impl Frame {
             (1, V1_LEN) => Some(Header {
                 frame,
                 bucket_bytes: 0,
+                bucket_len: V3_BUCKET_LEN,
             }),
-            (v @ (2 | 3), len) if len == if v == 2 { V2_LEN } else { HEADER_LEN } => {
+            (v @ (2..=4), len) if len == if v == 2 { V2_LEN } else { HEADER_LEN } => {
                 let count = u32_at(b, 56) as usize;
                 if count > MAX_BUCKETS {
                     return None;
@@ -229,23 +242,34 @@ impl Frame {
                 frame.complete_from = u64_at(b, 40);
                 frame.first_bucket = u64_at(b, 48);
                 frame.incomplete = u32_at(b, 60);
-                frame.traced_ns = (v == 3).then(|| u64_at(b, 64));
+                frame.traced_ns = (v >= 3).then(|| u64_at(b, 64));
                 Some(Header {
                     frame,
-                    bucket_bytes: count * BUCKET_LEN,
+                    bucket_bytes: count * if v >= 4 { BUCKET_LEN } else { V3_BUCKET_LEN },
+                    bucket_len: if v >= 4 { BUCKET_LEN } else { V3_BUCKET_LEN },
                 })
             }
             _ => None,
         }
     }
 
-    /// Fills the buckets of a decoded header from the bytes that followed it.
-    pub fn with_buckets(mut self, bytes: &[u8]) -> Frame {
+    /// Fills the buckets of a decoded header from the bytes that followed it, `len` bytes a
+    /// bucket ([`Header::bucket_len`]). A bucket without a floor (before version 4) takes its
+    /// solo part as one.
+    pub fn with_buckets(mut self, bytes: &[u8], len: usize) -> Frame {
         self.buckets = bytes
-            .chunks_exact(BUCKET_LEN)
-            .map(|c| Bucket {
-                covered_us: u16::from_le_bytes([c[0], c[1]]),
-                solo_us: u16::from_le_bytes([c[2], c[3]]),
+            .chunks_exact(len.max(V3_BUCKET_LEN))
+            .map(|c| {
+                let solo_us = u16::from_le_bytes([c[2], c[3]]);
+                Bucket {
+                    covered_us: u16::from_le_bytes([c[0], c[1]]),
+                    solo_us,
+                    floor_us: if c.len() >= BUCKET_LEN {
+                        u16::from_le_bytes([c[4], c[5]])
+                    } else {
+                        solo_us
+                    },
+                }
             })
             .collect();
         self
@@ -255,7 +279,7 @@ impl Frame {
         let head_len = Frame::rest_of_header(b.get(..8)?.try_into().ok()?)? + 8;
         let h = Frame::decode_header(b.get(..head_len)?)?;
         let body = b.get(head_len..head_len + h.bucket_bytes)?;
-        (b.len() == head_len + h.bucket_bytes).then(|| h.frame.with_buckets(body))
+        (b.len() == head_len + h.bucket_bytes).then(|| h.frame.with_buckets(body, h.bucket_len))
     }
 }
 

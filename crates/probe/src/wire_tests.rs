@@ -15,6 +15,7 @@ fn sample() -> Frame {
             Bucket {
                 covered_us: 1000,
                 solo_us: 480,
+                floor_us: 480,
             },
             Bucket::default(),
         ],
@@ -28,9 +29,9 @@ fn frames_round_trip_and_junk_is_refused() {
     let mut bad = f.encode();
     bad[0] = b'X';
     assert_eq!(Frame::decode(&bad), None);
-    let mut v4 = f.encode();
-    v4[4] = 4;
-    assert_eq!(Frame::decode(&v4), None);
+    let mut v5 = f.encode();
+    v5[4] = 5;
+    assert_eq!(Frame::decode(&v5), None);
     // A count past the limit is refused before anything is allocated for it.
     let mut huge = f.encode();
     huge[56..60].copy_from_slice(&(MAX_BUCKETS as u32 + 1).to_le_bytes());
@@ -117,7 +118,7 @@ fn a_frame_without_traced_time_goes_as_version_two() {
         ..sample()
     };
     let b = f.encode();
-    assert_eq!((u32_at(&b, 4), b.len()), (2, V2_LEN + 2 * BUCKET_LEN));
+    assert_eq!((u32_at(&b, 4), b.len()), (2, V2_LEN + 2 * V3_BUCKET_LEN));
     assert_eq!(Frame::decode(&b), Some(f));
     // A v3 header cut to v2's length is junk, not a v2 frame.
     let mut cut = sample().encode();
@@ -133,4 +134,30 @@ fn the_encoder_never_sends_more_than_the_receiver_reads() {
     };
     let d = Frame::decode(&f.encode()).unwrap();
     assert_eq!(d.buckets.len(), MAX_BUCKETS);
+}
+
+#[test]
+fn version_four_carries_each_millisecond_floor() {
+    let mut f = sample();
+    f.buckets[0].floor_us = 400;
+    let b = f.encode();
+    assert_eq!((u32_at(&b, 4), b.len()), (4, HEADER_LEN + 2 * BUCKET_LEN));
+    assert_eq!(Frame::decode(&b), Some(f));
+}
+
+#[test]
+fn a_version_three_frame_reads_its_solo_part_as_its_floor() {
+    let f = sample();
+    let mut v3 = f.encode()[..HEADER_LEN].to_vec();
+    v3[4] = 3;
+    for bucket in &f.buckets {
+        v3.extend_from_slice(&bucket.covered_us.to_le_bytes());
+        v3.extend_from_slice(&bucket.solo_us.to_le_bytes());
+    }
+    let read = Frame::decode(&v3).unwrap();
+    assert_eq!(read.buckets[0].floor_us, read.buckets[0].solo_us);
+    assert_eq!(read, f);
+    // Four-byte buckets under version 4's number are junk: one byte pair short.
+    v3[4] = 4;
+    assert_eq!(Frame::decode(&v3), None);
 }

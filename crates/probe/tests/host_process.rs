@@ -82,7 +82,7 @@ fn collect_frames_sending(
                 let Some(body) = bytes.get(at + 8 + head..end) else {
                     break;
                 };
-                frames.push(h.frame.with_buckets(body));
+                frames.push(h.frame.with_buckets(body, h.bucket_len));
                 at = end;
             }
         }

@@ -63,6 +63,11 @@ pub const STRETCH_DISPUTE: f64 = 0.55;
 /// The unexplained time in those milliseconds, as a share of the milliseconds every probe
 /// traced, below which a stretch disputes nothing (it is within a share's accuracy target).
 pub const HIDDEN_SHARE: f64 = 0.03;
+/// Under time-slicing, the share of the shared milliseconds the tenants' solo parts may run
+/// past them before the timelines contradict themselves ([`DisputeReason::SoloExcess`]). Honest
+/// heavy draws on the H200 read at most 0.024 (issue 42's corpus, run 12, 121 reads): twice
+/// that, for tenants and estimators not seen there.
+pub const SOLO_EXCESS_TOLERANCE: f64 = 0.05;
 /// Stretch is judged only over at least this many milliseconds' worth of lone coverage.
 const MIN_ALONE_MS: f64 = 50.0;
 /// Fewer traced milliseconds than this in a timeline, and its solo parts say too little.
@@ -92,7 +97,7 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
             if reasons.is_empty() {
                 keep_bounds_only(split);
             }
-            if reasons.is_empty() && !split.outlasting.is_empty() {
+            if reasons.is_empty() && split.outlasting.values().any(|o| o.withheld) {
                 // Withheld shares leave the device's reading to its pod when every candidate is
                 // that pod's.
                 widen(split, d, owners);
@@ -387,6 +392,9 @@ fn check_claims(
     let stretch = split.lone_stretch.filter(|_| sums);
     if stretch.is_some_and(|[s, hidden]| s > STRETCH_DISPUTE && hidden >= HIDDEN_SHARE) {
         out.push(DisputeReason::StretchedAlone);
+    }
+    if sums && split.solo_excess.is_some_and(|e| e > SOLO_EXCESS_TOLERANCE) {
+        out.push(DisputeReason::SoloExcess);
     }
     // Without timelines, time-sliced spans absorb whatever a silent co-tenant ran: a candidate
     // claiming nothing beside one claiming something cannot be told from one hiding kernels.

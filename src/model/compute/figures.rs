@@ -30,6 +30,9 @@ pub enum DisputeReason {
     /// A probe sends totals only beside probes that send timelines: its claim cannot be set
     /// against theirs, and sending less is how a claim would escape the checks.
     TotalsOnly,
+    /// Under time-slicing the tenants' solo parts ran past the milliseconds they shared, beyond
+    /// what honest timelines show: a timeline claims time its kernels cannot have run.
+    SoloExcess,
 }
 
 impl DisputeReason {
@@ -44,6 +47,7 @@ impl DisputeReason {
             DisputeReason::Clock => "clock",
             DisputeReason::StretchedAlone => "stretched-alone",
             DisputeReason::TotalsOnly => "totals-only",
+            DisputeReason::SoloExcess => "solo-excess",
         }
     }
 }

@@ -113,6 +113,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         disputed: Vec::new(),
         probe_stages: BTreeMap::new(),
         outlasting: BTreeMap::new(),
+        solo_excess: None,
         idle_since,
         idle_unsettled,
         bounds_only: None,

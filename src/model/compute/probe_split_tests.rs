@@ -72,6 +72,7 @@ fn alternating(covered: f64, solo: f64, phase: usize) -> ProbeTimeline {
             .collect(),
         solo: (0..200).map(|k| if on(k) { solo } else { 0.0 }).collect(),
         traced: vec![true; 200],
+        floor: Vec::new(),
     }
 }
 
@@ -80,6 +81,7 @@ fn steady(covered: f64, solo: f64) -> ProbeTimeline {
         covered: vec![covered; 200],
         solo: vec![solo; 200],
         traced: vec![true; 200],
+        floor: Vec::new(),
     }
 }
 
@@ -145,11 +147,13 @@ fn a_hidden_tenant_is_still_disputed() {
         covered: lone(1.0, 0.3).collect(),
         solo: lone(0.4, 0.3).collect(),
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let two = ProbeTimeline {
         covered: lone(0.0, 0.3).collect(),
         solo: lone(0.0, 0.3).collect(),
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let s = run(0.6, false, &[(350.0 / 1100.0, one), (300.0 / 1100.0, two)]);
     assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
@@ -186,16 +190,16 @@ fn under_mps_graph_tenants_are_not_cut_to_their_solo_estimates() {
     // Issue 32's MPS case, as measured on the H100: two CUDA-graph clients and a matmul client
     // side by side in every millisecond; truth 0.303 / 0.199 / 0.101. Their spans read 0.311 /
     // 0.185 / 0.098 (run 2's rule), and their solo estimates explain 0.707 / 0.719 / 1.0 of
-    // them: the solo rule read 0.220 / 0.133 / 0.099 (-8.3, -6.6 points). The device was busy
+    // them: the solo rule read 0.220 / 0.133 / 0.098 (-8.3, -6.6 points). The device was busy
     // about as long as the tenants' kernel time, 0.61.
     let truth = [0.303, 0.199, 0.101];
     let s = run(
         0.61,
         true,
         &[
-            (0.311, steady(0.5, 0.3535)),
-            (0.185, steady(0.4, 0.2876)),
-            (0.098, steady(0.2, 0.2)),
+            (0.311, steady(0.311, 0.311 * 0.707)),
+            (0.185, steady(0.185, 0.185 * 0.719)),
+            (0.098, steady(0.098, 0.098)),
         ],
     );
     assert_eq!(s.method, SplitMethod::Probe, "{}", s.why);
@@ -259,6 +263,7 @@ fn a_sampled_probes_bounds_hold_the_whole_window_not_only_its_sample() {
             solo: covered.clone(),
             covered: covered.clone(),
             traced: traced.clone(),
+            floor: Vec::new(),
         };
         let whole = covered.iter().sum::<f64>() / len as f64;
         let light = light_beside(&covered);
@@ -327,6 +332,7 @@ fn light_beside(bursty: &[f64]) -> ProbeTimeline {
         covered: v.clone(),
         solo: v,
         traced: vec![true; bursty.len()],
+        floor: Vec::new(),
     }
 }
 
@@ -343,6 +349,7 @@ fn under_mps_a_sampled_tenant_is_filled_up_to_its_spans_not_its_margin() {
         covered: (0..len).map(|k| if burst(k) { 0.9 } else { 0.0 }).collect(),
         solo: (0..len).map(|k| if burst(k) { 0.6 } else { 0.0 }).collect(),
         traced,
+        floor: Vec::new(),
     };
     // Its figure is its covered share of the milliseconds it traced.
     let (n, c) = (0..len)

@@ -161,10 +161,15 @@ pub struct DeviceSplit {
     /// With timelines (time-slicing or MPS): what each step of the split gave each process.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub probe_stages: BTreeMap<u32, ProbeStages>,
-    /// Under time-slicing: processes whose kernels outlast time slices beside other tenants',
-    /// their shares withheld. What their spans held, and the share the probe claimed for them.
+    /// Under time-slicing: processes whose kernels outlast time slices beside other tenants'.
+    /// What their spans held, the share the probe's figures gave them, and whether it was
+    /// withheld (only where no timelines split the device).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub outlasting: BTreeMap<u32, Outlasting>,
+    /// Under time-slicing with timelines: how far the tenants' solo parts ran past the
+    /// milliseconds they shared, as a share of them ([`super::timeslice::solo_excess`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub solo_excess: Option<f64>,
     /// In milliseconds only one probe covered, the share of its span time its kernels' solo
     /// durations did not explain, when that is past what an honest tenant's estimates miss
     /// but short of a hidden tenant's mark: point figures withheld, bounds kept
@@ -204,8 +209,10 @@ pub struct Outlasting {
     #[serde(flatten)]
     pub held: Held,
     /// The share the probe's figures gave it (after the device's cap), which the claims'
-    /// checks still weigh.
+    /// checks weigh, published or not.
     pub claim: f64,
+    /// Withheld: no timelines split the device, and its spans hold others' slices.
+    pub withheld: bool,
 }
 
 impl DeviceSplit {

@@ -326,21 +326,24 @@ fn throttled_timelines_are_split_over_the_milliseconds_every_tenant_traced() {
 }
 
 #[test]
-fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept() {
+fn a_kernel_that_outlasts_time_slices_counts_its_solo_durations_between_floor_and_ceiling() {
     // Short kernels start only in their own slices, so their spans are their own time (half
     // of each contended millisecond). The long kernel's span covers the whole millisecond with
-    // the short one's slices and the switches inside it: its solo estimate (0.47) is only as
-    // good as a run it never had alone (on the H100 such a tenant read +4 to +9 points).
+    // the short one's slices and the switches inside it: its share is what its solo durations
+    // explain (0.47), its ceiling the millisecond less the short one's floor (0.5). Withheld
+    // until issue 42, which left 18 of 25 heavy time-sliced tenants without a figure.
     let n = 100;
     let short = ProbeTimeline {
         covered: vec![0.5; n],
         solo: vec![0.5; n],
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let mut long = ProbeTimeline {
         covered: vec![1.0; n],
         solo: vec![0.47; n],
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let procs = [proc(1, Some(0.9)), proc(2, Some(0.1))];
     let mut act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 0.5), (2, 1.0)]);
@@ -348,10 +351,21 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept()
     let s = run(&procs, Some(1.0), false, &act);
     assert_eq!(s.method, SplitMethod::Probe);
     assert_eq!(s.share_of(1).share, Some(0.5));
-    assert_eq!(s.share_of(2).share, None);
-    assert_eq!(s.share_of(2).busy_ratio, None);
+    let long_share = s.share_of(2);
+    assert!(
+        long_share.share.is_some_and(|v| (v - 0.47).abs() < 1e-9),
+        "{long_share:?}"
+    );
+    assert!(
+        long_share.lower.is_some_and(|v| (v - 0.47).abs() < 1e-9),
+        "{long_share:?}"
+    );
+    assert!(
+        long_share.upper.is_some_and(|v| (v - 0.5).abs() < 1e-9),
+        "{long_share:?}"
+    );
     assert!(s.outlasting.contains_key(&2) && !s.outlasting.contains_key(&1));
-    assert!((s.probe_stages[&2].share - 0.47).abs() < 1e-9);
+    assert!(!s.outlasting[&2].withheld);
     assert!(
         s.why.contains("outlast time slices") && s.why.contains("pid 2 100 %"),
         "{}",
@@ -372,15 +386,24 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_and_its_short_neighbour_kept()
         "{:?}",
         s.share_of(2)
     );
-    // Both stretched around each other: nobody's time is known, both withheld.
+    // Both claim every millisecond whole as solo time: one context runs at a time, so the
+    // timelines contradict each other and nobody is charged.
     let stretched = ProbeTimeline {
         covered: vec![1.0; n],
         solo: vec![1.0; n],
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     act = activity(&[(1, 0.5), (2, 0.2)], &[(1, 1.0), (2, 1.0)]);
     act.probe_timelines = HashMap::from([(1, stretched.clone()), (2, stretched)]);
-    let s = run(&procs, Some(1.0), false, &act);
+    let s = reviewed(&procs, Some(1.0), &act);
+    assert_eq!(s.solo_excess, Some(1.0));
+    assert_eq!(s.method, SplitMethod::Disputed, "{}", s.why);
+    assert!(
+        s.disputed.contains(&DisputeReason::SoloExcess),
+        "{:?}",
+        s.disputed
+    );
     assert_eq!((s.share_of(1).share, s.share_of(2).share), (None, None));
 }
 
@@ -401,11 +424,13 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_where_no_millisecond_was_trace
             .map(|k| if slot(k, which) { 0.3 } else { 0.0 })
             .collect(),
         traced: (0..n).map(|k| slot(k, which)).collect(),
+        floor: Vec::new(),
     };
     let long = ProbeTimeline {
         covered: vec![1.0; n],
         solo: vec![0.6; n],
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let procs = [proc(1, None), proc(2, None), proc(3, None)];
     let mut act = activity(
@@ -436,6 +461,7 @@ fn a_kernel_that_outlasts_time_slices_is_withheld_where_no_millisecond_was_trace
         covered: vec![0.0; n],
         solo: vec![0.0; n],
         traced: (0..n).map(|k| slot(k, which)).collect(),
+        floor: Vec::new(),
     };
     let mut covered_elsewhere = long;
     for k in (0..n).filter(|k| slot(*k, 0) || slot(*k, 5)) {
@@ -481,11 +507,13 @@ fn under_mps_kernels_beside_another_clients_count_by_their_solo_durations() {
         covered: vec![0.5; n],
         solo: half(0.3, 0.5),
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let two = ProbeTimeline {
         covered: half(0.4, 0.0),
         solo: half(0.4, 0.0),
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let procs = [proc(1, None), proc(2, None)];
     let mut act = activity(&[(1, 0.5), (2, 0.5)], &[(1, 0.5), (2, 0.2)]);
@@ -550,6 +578,7 @@ fn short_kernels_sharing_a_millisecond_keep_their_spans() {
             .map(|k| if k % 4 == k0 { 0.32 } else { 0.12 })
             .collect(),
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let spans = (0.4 + 3.0 * 0.15) / 4.0;
     let procs: Vec<ProcessSample> = (1..=4).map(|p| proc(p, Some(0.2))).collect();
@@ -569,20 +598,27 @@ fn short_kernels_sharing_a_millisecond_keep_their_spans() {
 }
 
 #[test]
-fn a_short_timeline_tail_changes_the_fraction_not_the_amount() {
-    // A busy tenant beside a process that launched nothing: its records for the last half
-    // second of the timeline's window had not arrived. The timeline alone read 10 % low; its
-    // span total over the window is right, and nothing was contended.
+fn shares_are_read_over_the_window_every_timeline_covers() {
+    // A busy tenant beside a process that launched nothing, its kernels over the timelines'
+    // window (2 s behind the probes' clock) 0.36 of it, its spans over the reports' window
+    // 0.4. Multiplying the one by the other's fraction mixed two windows of bursty tenants:
+    // on the H200 (issue 42's corpus, run 12) that read heavy tenants −30 % to +36 % (5th to
+    // 95th percentile) against −12 % to +16 % for the timelines' own figure over its window.
+    // (It was chosen for records that arrive after the lag, which would leave the timeline's
+    // tail short; run 12's timelines as tessera read them covered what the probes' full record
+    // logs did over the same windows, within a per cent.)
     let n = 5_000;
     let busy = ProbeTimeline {
         covered: (0..n).map(|k| if k < 4_500 { 0.4 } else { 0.0 }).collect(),
         solo: (0..n).map(|k| if k < 4_500 { 0.4 } else { 0.0 }).collect(),
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let silent = ProbeTimeline {
         covered: vec![0.0; n],
         solo: vec![0.0; n],
         traced: vec![true; n],
+        floor: Vec::new(),
     };
     let procs = [proc(1, Some(0.4)), proc(2, None)];
     // The holder spins a core, and only its probe's silence tells it apart: here it has no
@@ -593,8 +629,8 @@ fn a_short_timeline_tail_changes_the_fraction_not_the_amount() {
     let s = run(&procs, Some(0.42), false, &act);
     let st = s.probe_stages[&1];
     assert!((st.timeline_covered - 0.36).abs() < 1e-9, "{st:?}");
-    assert!((st.share - 0.4).abs() < 1e-9, "{st:?}");
-    assert!((s.share_of(1).share.unwrap() - 0.4).abs() < 1e-9);
+    assert!((st.share - 0.36).abs() < 1e-9, "{st:?}");
+    assert!((s.share_of(1).share.unwrap() - 0.36).abs() < 1e-9);
 }
 
 #[test]
@@ -705,12 +741,14 @@ fn an_old_probe_that_saw_nothing_does_not_take_the_timelines_away() {
     // Issue 32's corpus, run 3: an idle process whose probe speaks the totals-only wire sat
     // beside tenants with timelines; without one for it the split fell back to spans and the
     // `claims-nothing` guard disputed every honest tenant there.
-    let [a, b] = time_sliced_pair(30.0, 10.0, 0.2, 2);
+    // Tenant 2 is light: its spans add up to under a per cent of the window. NVML's device
+    // figure reads past the tenants' kernels (it over-reads microsecond ones): their spans do
+    // not explain it, so the idle one is not idle on its probe's word alone.
+    let [a, b] = time_sliced_pair(15.0, 0.2, 0.2, 2);
     let procs = [proc(1, Some(0.3)), proc(2, Some(0.02)), proc(3, Some(0.02))];
-    // Tenant 2 is light: its spans add up to under a per cent of the window.
     let mut act = activity(
         &[(1, 0.5), (2, 0.5), (3, 0.3)],
-        &[(1, 0.3), (2, 0.005), (3, 0.0)],
+        &[(1, spans(&a)), (2, spans(&b)), (3, 0.0)],
     );
     act.probe_timelines = HashMap::from([(1, a.clone()), (2, b.clone())]);
     let before = reviewed(&procs, Some(0.6), &act);
@@ -764,6 +802,7 @@ fn a_throttled_probes_busy_ratio_comes_from_the_milliseconds_it_traced() {
         covered: (0..n).map(|k| if k % 10 < 4 { 1.0 } else { 0.0 }).collect(),
         solo: vec![0.0; n],
         traced: (0..n).map(|k| (k / 100) % 3 == 0).collect(),
+        floor: Vec::new(),
     };
     let procs = [proc(1, Some(0.4))];
     let mut act = activity(&[(1, 0.5)], &[(1, 1.0)]);

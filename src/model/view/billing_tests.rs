@@ -31,6 +31,7 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         disputed: Vec::new(),
         probe_stages: Default::default(),
         outlasting: Default::default(),
+        solo_excess: None,
         idle_since: None,
         idle_unsettled: false,
         bounds_only: None,

@@ -83,7 +83,7 @@ impl Timeline {
         let unknown = if self.marks_untraced {
             Bucket {
                 covered_us: UNTRACED,
-                solo_us: 0,
+                ..Bucket::default()
             }
         } else {
             Bucket::default()
@@ -118,6 +118,7 @@ impl Timeline {
             covered: vec![0.0; len],
             solo: vec![0.0; len],
             traced: vec![!self.marks_untraced; len],
+            floor: vec![0.0; len],
         };
         for b in start.max(self.first)..end.min(self.first + self.buckets.len() as u64) {
             let v = self.buckets[(b - self.first) as usize];
@@ -129,6 +130,7 @@ impl Timeline {
             out.traced[k] = true;
             out.covered[k] = (f64::from(v.covered_us) * 1e3 / BUCKET_NS as f64).min(1.0);
             out.solo[k] = (f64::from(v.solo_us) * 1e3 / BUCKET_NS as f64).min(out.covered[k]);
+            out.floor[k] = (f64::from(v.floor_us) * 1e3 / BUCKET_NS as f64).min(out.solo[k]);
         }
         Some(out)
     }

@@ -151,7 +151,11 @@ async fn read_frames(mut stream: OwnedReadHalf, pid: u32, book: &ProbeBook) {
         if stream.read_exact(&mut body).await.is_err() {
             return;
         }
-        book.record(pid, &h.frame.with_buckets(&body), Instant::now());
+        book.record(
+            pid,
+            &h.frame.with_buckets(&body, h.bucket_len),
+            Instant::now(),
+        );
         // The probe reports once a second; a peer that floods is slowed to this pace by its
         // own full socket buffer instead of costing tessera CPU.
         tokio::time::sleep(MIN_FRAME_GAP).await;

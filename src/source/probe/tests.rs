@@ -141,6 +141,7 @@ fn timeline_frame(now_ms: u64, first: u64, covered: &[u16], flags: u32) -> Frame
             .map(|&c| Bucket {
                 covered_us: c,
                 solo_us: c / 2,
+                floor_us: c / 2,
             })
             .collect(),
         ..Frame::default()
