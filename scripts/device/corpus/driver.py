@@ -47,16 +47,18 @@ MPS_POOL = [("hf-graph-0", "hf-graph", None), ("hf-graph-1", "hf-graph", None),
 # Issue 42's heavy class: kernel-bound tenants (and a launch-bound one) that keep the device
 # busy, each asking at least 0.1 of it as kernel time. The forgers carry the real probe behind a
 # relay that scales its frames (tenants.py, ForgingRelay).
-HEAVY_KINDS = ["enc-graph", "enc-eager", "gemm6k", "mlp-train", "timm", "cbatch", "holder"]
+# Launch-bound kinds that cannot deliver a tenth of the device as kernel time (continuous
+# batching: 0.03-0.09 in run 12) are the light class's.
+HEAVY_KINDS = ["enc-graph", "enc-eager", "gemm6k", "mlp-train", "timm-big", "holder"]
 HEAVY_TS_POOL = [("enc-graph-0", "enc-graph", None), ("enc-graph-1", "enc-graph", None),
                  ("enc-eager-0", "enc-eager", None), ("gemm6k-0", "gemm6k", None),
-                 ("mlp-train-0", "mlp-train", None), ("timm-0", "timm", None),
-                 ("cbatch-0", "cbatch", None), ("holder-0", "holder", None),
+                 ("mlp-train-0", "mlp-train", None), ("timm-big-0", "timm-big", None),
+                 ("holder-0", "holder", None),
                  ("forge-over20", "gemm6k", "forge-over20"), ("forge-under20", "enc-graph", "forge-under20"),
                  ("forge-over50", "enc-graph", "forge-over50"), ("forge-under50", "gemm6k", "forge-under50")]
 HEAVY_MPS_POOL = [("enc-graph-0", "enc-graph", None), ("enc-graph-1", "enc-graph", None),
                   ("enc-eager-0", "enc-eager", None), ("gemm6k-0", "gemm6k", None),
-                  ("mlp-train-0", "mlp-train", None), ("cbatch-0", "cbatch", None),
+                  ("mlp-train-0", "mlp-train", None), ("timm-big-0", "timm-big", None),
                   ("holder-0", "holder", None),
                   ("forge-over20", "gemm6k", "forge-over20"), ("forge-under20", "enc-graph", "forge-under20")]
 DUR, SKIP, LEAD = 22.0, 10.0, 2.0
@@ -381,6 +383,26 @@ def clock_sampler(gpu, path):
         return None
 
 
+def read_clocks(path):
+    """[unix time, GPU index, SM MHz, W, util %] from the clock log (nvidia-smi stamps local time, UTC on
+    the GPU machines), for analyze.py's clock-corrected truth."""
+    import datetime
+    rows = []
+    try:
+        with open(path) as f:
+            for line in f:
+                p = [x.strip() for x in line.split(",")]
+                try:
+                    t = datetime.datetime.strptime(p[0], "%Y/%m/%d %H:%M:%S.%f").replace(
+                        tzinfo=datetime.timezone.utc).timestamp()
+                    rows.append([round(t, 2), int(p[1]), float(p[2]), float(p[3]), float(p[4])])
+                except (ValueError, IndexError):
+                    continue
+    except OSError:
+        pass
+    return rows
+
+
 def alone_plan(kinds, dur):
     """Each kind alone at 0.3 of the device in kernel time, records on (issue 42's truth check)."""
     return [{"draw": f"alone-{k}", "mode": "alone", "class": "alone", "rate_by": "kernel",
@@ -450,7 +472,8 @@ def main():
                       "--format=csv,noheader"])
     out.write(json.dumps({"type": "header", "seed": args.seed, "commit": args.commit, "started": t_start,
                           "budget_s": args.budget, "gpus": n_gpus, "gpu": args.gpu, "card": card, "dur": DUR,
-                          "skip": SKIP, "classes": sorted(classes), "plan": alone + ts_draws + mps_draws}) + "\n")
+                          "skip": SKIP, "classes": sorted(classes), "timeline_window_figures": True,
+                          "plan": alone + ts_draws + mps_draws}) + "\n")
     env = dict(os.environ, TESSERA_METRICS_DETAIL="full")
     env.pop("CUDA_INJECTION64_PATH", None)
     tessera = start([args.tessera, f"--web.listen-address=127.0.0.1:{PORT}", "--sample.interval=1s",
@@ -480,6 +503,11 @@ def main():
         os.environ.update(menv)
         try:
             subprocess.run(["nvidia-cuda-mps-control", "-d"], check=True, timeout=20)
+            if args.gpu is not None:
+                # The daemon (and the server it starts) sees only this GPU; a client's
+                # CUDA_VISIBLE_DEVICES counts within the server's devices (run 12's clients,
+                # asking for the host's index, found "no CUDA GPUs").
+                os.environ["CUDA_VISIBLE_DEVICES"] = "0"
             mps_done = run_phase(run, "mps", mps_pool, mps_draws, args, end - 10, out, failures, False)
         except (OSError, subprocess.SubprocessError) as e:
             failures.append({"phase": "mps", "error": f"MPS daemon: {e}"})
@@ -493,7 +521,7 @@ def main():
     for q in PROCS:
         stop(q, 1.0)
     out.write(json.dumps({"type": "footer", "ts_draws_run": done, "mps_draws_run": mps_done,
-                          "alone_run": alone_done,
+                          "alone_run": alone_done, "clocks": read_clocks(f"{run}/logs/clocks.csv"),
                           "planned_not_run": [d["draw"] for d in alone[alone_done:] + ts_draws[done:] + mps_draws[mps_done:]],
                           "failures": failures, "wall_s": round(time.time() - t_start, 1)}) + "\n")
     out.close()

@@ -23,7 +23,8 @@ torch = types.SimpleNamespace(
 class FakeKind:
     MS = {"hf-graph": [20, 40], "hf-eager": [60, 90], "timm": [3, 8, 25], "st-embed": [4, 9, 15],
           "train": [30], "cbatch": [2, 3, 4, 6, 9], "ddp": [25], "holder": [0], "gemm": [1, 6],
-          "enc-graph": [2, 6, 11], "enc-eager": [3, 8, 14], "gemm6k": [2, 3], "mlp-train": [12]}
+          "enc-graph": [2, 6, 11], "enc-eager": [3, 8, 14], "gemm6k": [2, 3], "mlp-train": [12],
+          "timm-big": [3, 6, 12]}
 
     def __init__(self, kind):
         self.kind, self.ms = kind, self.MS[kind]
