@@ -526,8 +526,10 @@ def bounds_window(lines, floors, lo_ms, hi_ms):
                 o[1] += flo[i] / max(fs, 1.0)
                 o[2] += min(c, max(solo[i], 1.0 - (fs - flo[i])))
             else:
+                # Alone in the millisecond: the floor leaves out what a hidden tenant could
+                # have run inside its span (as src/model/compute/timeslice.rs does).
                 o[0] += c
-                o[1] += c
+                o[1] += flo[i]
                 o[2] += c
     return [[v / common for v in o] for o in out] if common else None, common
 

@@ -699,19 +699,24 @@ class ForgingRelay:
                 return None, buf
             count = struct.unpack_from("<I", buf, 56)[0]
             head = 72 if version >= 3 else 64
-        n = head + 4 * count
+        width = 6 if version >= 4 else 4  # version 4 adds each millisecond's floor
+        n = head + width * count
         if len(buf) < n:
             return None, buf
         f = bytearray(buf[:n])
         busy = struct.unpack_from("<Q", f, 8)[0]
         struct.pack_into("<Q", f, 8, int(busy * self.factor))
         for k in range(count):
-            at = head + 4 * k
+            at = head + width * k
             cov, solo = struct.unpack_from("<HH", f, at)
             if cov == 0xFFFF:  # untraced stays untraced
                 continue
             cov2 = min(1000, round(cov * self.factor))
-            struct.pack_into("<HH", f, at, cov2, min(cov2, round(solo * self.factor)))
+            solo2 = min(cov2, round(solo * self.factor))
+            struct.pack_into("<HH", f, at, cov2, solo2)
+            if width == 6:
+                floor = struct.unpack_from("<H", f, at + 4)[0]
+                struct.pack_into("<H", f, at + 4, min(solo2, round(floor * self.factor)))
         return bytes(f), buf[n:]
 
 
