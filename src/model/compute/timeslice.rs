@@ -285,9 +285,10 @@ pub fn timeline_shares(
 /// Time-slicing runs one context at a time, so in a millisecond the tenants' solo parts add
 /// up to at most the millisecond. Past it is what no honest timeline shows beyond the solo
 /// estimates' spread: over the milliseconds every tenant traced, the share of them the solo
-/// parts ran past the millisecond. Measured on the H200 (issue 42's corpus, run 12: 121 reads
-/// of honest heavy draws): at most 0.024; one tenant's timeline forged 1.2× or 1.5× moved it
-/// past that in 26 % and 39 % of reads. `None` with too few common milliseconds.
+/// parts ran past the millisecond. Measured on the H200 (issue 42's corpus, runs 12 and 13,
+/// replayed: 220 reads of honest heavy draws): at most 0.024; one tenant's timeline forged
+/// 1.2× or 1.5× moved it past that in 16-26 % and 39-67 % of reads. `None` with too few
+/// common milliseconds.
 pub fn solo_excess(lines: &[&ProbeTimeline]) -> Option<f64> {
     let len = lines.iter().map(|l| l.covered.len()).min()?;
     let (mut excess, mut common) = (0.0, 0usize);

@@ -268,3 +268,24 @@ fn a_reading_says_whether_its_probe_sends_totals_only() {
     assert!(r[&1].totals_only, "{:?}", r[&1]);
     assert!(!r[&2].totals_only, "{:?}", r[&2]);
 }
+
+#[test]
+fn every_timeline_ends_at_the_same_millisecond_whatever_each_report_took_to_arrive() {
+    let book = ProbeBook::new(Duration::from_secs(2));
+    let t0 = Instant::now();
+    // Both probes read the shared clock at 10 s and covered bucket 7_500 alone; the second
+    // one's report reached tessera 3 ms later, so by it alone the clock would read 3 ms behind.
+    let marked = |mark: u64| {
+        let covered: Vec<u16> = (5_000..10_000)
+            .map(|b| if b == mark { 1000 } else { 0 })
+            .collect();
+        timeline_frame(10_000, 5_000, &covered, FLAG_FULL)
+    };
+    book.record(1, &marked(7_500), t0);
+    book.record(2, &marked(7_500), t0 + Duration::from_millis(3));
+    let now = t0 + Duration::from_millis(10);
+    let lines = book.timelines(&[1, 2], now);
+    let at = |pid: u32| lines[&pid].covered.iter().position(|&c| c == 1.0);
+    assert!(at(1).is_some());
+    assert_eq!(at(1), at(2), "one window for every process");
+}
