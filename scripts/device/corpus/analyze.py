@@ -270,13 +270,18 @@ def alone_row(d):
     reads = [r for r in d["reads"] if "p" in r]
     nvml = [r["p"].get(pid, [None])[0] for r in reads]
     nvml = [v for v in nvml if v is not None]
-    busy = []
+    busy, traced = [], []
     for r in reads:
         for g in r["gpu"].values():
             raw = g.get("procs", {}).get(pid)
             if raw and raw[1] is not None:
                 busy.append((r["t"], raw[1]))
+                if len(raw) > 3 and raw[3] is not None:
+                    traced.append(raw[3])
     probe = (busy[-1][1] - busy[0][1]) / (busy[-1][0] - busy[0][0]) if len(busy) > 1 and busy[-1][0] > busy[0][0] else None
+    if probe is not None and traced:
+        # A probe tracing in duty cycles adds busy time only while it traces.
+        probe /= max(sum(traced) / len(traced), 1e-9)
     truth = None
     if busy and ten.get("reqs") is not None and len(busy) > 1:
         lo, hi = busy[0][0] - OFFSET, busy[-1][0] - OFFSET

@@ -187,6 +187,24 @@ def traced_fn(stretches):
     return traced
 
 
+class DurationContext:
+    """Any estimator keyed also by the shapes of the two kernels before it and the octave of
+    the one just before's duration (outside graphs): a CNN's batch-norm and element-wise kernels
+    launch one grid for every batch, and only the time the kernel before took tells a batch of
+    32 from one of 128."""
+
+    def __init__(self, inner, graph_of):
+        self.inner, self.graph_of = inner, graph_of
+        self.prev = collections.deque(maxlen=2)
+        self.prev_octave = 0
+
+    def solo(self, shape, d, end):
+        key = shape if self.graph_of.get(shape, "0") != "0" else (shape, tuple(self.prev), self.prev_octave)
+        self.prev.append(shape)
+        self.prev_octave = max(d, 1).bit_length()
+        return self.inner.solo(key, d, end)
+
+
 class Context:
     """Any estimator, keyed also by the shape of the kernel before it in the record stream
     (outside CUDA graphs): cuBLAS's persistent GEMM kernels launch one grid for every problem
@@ -231,6 +249,8 @@ MAKERS = {
     "ctx-fastest": lambda g: Context(Fastest(), g),
     "ctx-band": lambda g: Context(Band(), g),
     "ctx-median": lambda g: Context(Median(), g),
+    "ctxdur-band": lambda g: DurationContext(Band(), g),
+    "ctxdur-fastest": lambda g: DurationContext(Fastest(), g),
     "clusters": lambda g: Clusters(),
     "ctx2-clusters": lambda g: Context(Clusters(), g, 2),
     "ctx1-clusters": lambda g: Context(Clusters(), g, 1),
