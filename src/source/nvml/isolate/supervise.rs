@@ -1,21 +1,17 @@
-//! A GPU's supervisor: a thread of the serving process that keeps one worker process alive for
-//! its GPU and relays requests to it. It speaks the same channels as an in-process GPU worker
-//! thread, so the sampler cannot tell them apart, except that a worker which dies is answered
-//! for at once (the GPU down, with why) and started again.
+//! The supervisor of a GPU with a worker process of its own (one that faulted or hung in the
+//! node's worker): a thread of the serving process that keeps the worker alive and relays
+//! requests to it. It speaks the same channels as an in-process GPU thread, so the sampler
+//! cannot tell them apart, except that a worker which dies is answered for at once (the GPU
+//! down, with why) and started again.
 
-use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::device;
-use super::super::worker::Reply;
 use super::link::{Link, Lost, Spawner};
+use super::protocol::{GpuReply as Reply, Restarts};
 use super::{intern, restart_reason, CarriedCounts, Message, Request, WorkerConfig};
 use crate::model::GpuSample;
-
-/// Restarts of one worker by reason, shared with the sampler for the exposition.
-pub type Restarts = Arc<Mutex<BTreeMap<&'static str, u64>>>;
 
 /// How long a new worker may take to load NVML and name its GPU.
 pub const START_LIMIT: Duration = Duration::from_secs(30);
@@ -90,7 +86,7 @@ impl GpuSupervisor {
             };
             failures_in_a_row += 1;
             errors.worker_died();
-            let reason = restart_reason(lost.status(), matches!(lost, Lost::Hung));
+            let reason = restart_reason(lost.status(), lost.hung());
             *self
                 .restarts
                 .lock()

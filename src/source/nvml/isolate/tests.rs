@@ -1,4 +1,6 @@
+use super::protocol::NodeReply;
 use super::*;
+use crate::model::GpuSample;
 
 #[test]
 fn carried_counts_never_go_backwards_across_deaths() {
@@ -39,6 +41,29 @@ fn messages_round_trip_as_one_line() {
         Message::Gpu { sample, errors, .. } => {
             assert_eq!(sample.uuid, "GPU-x\n\"y");
             assert_eq!(errors["power_usage"], 2);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn a_node_reply_round_trips() {
+    let m = Message::Node(Box::new(NodeReply {
+        device_count: Some(2),
+        gpus: vec![GpuSample {
+            index: 1,
+            up: true,
+            ..Default::default()
+        }],
+        stuck: vec![(0, 2.5)],
+        ..Default::default()
+    }));
+    let line = serde_json::to_string(&m).expect("serializes");
+    match serde_json::from_str::<Message>(&line).expect("parses") {
+        Message::Node(r) => {
+            assert_eq!(r.device_count, Some(2));
+            assert_eq!(r.gpus[0].index, 1);
+            assert_eq!(r.stuck, vec![(0, 2.5)]);
         }
         other => panic!("unexpected {other:?}"),
     }
