@@ -451,7 +451,10 @@ fn nvml_imports_are_read_through_braces_and_climbs() {
     let code = "use super::super::{a, b::Thing};\nuse super::f;\nx = crate::m::c::go();";
     assert_eq!(
         tree_imports("d/e", code, "m", &files),
-        ["a", "b", "c", "d/f"].map(String::from).into_iter().collect()
+        ["a", "b", "c", "d/f"]
+            .map(String::from)
+            .into_iter()
+            .collect()
     );
 }
 

@@ -285,3 +285,95 @@ fn concurrent_gpm_on_several_gpus_does_not_crash_either_mode() {
         assert!(!log.contains("crashing on purpose"), "{isolation}: {log}");
     }
 }
+
+/// The worker processes of exporter `pid` (its children running `__nvml-worker`, each listed
+/// under the thread that started it).
+fn workers_of(pid: u32) -> Vec<u32> {
+    let mut children = String::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+    {
+        let Ok(task) = task else { continue };
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        children.push_str(&list);
+        children.push(' ');
+    }
+    children
+        .split_whitespace()
+        .filter_map(|c| c.parse().ok())
+        .filter(|c: &u32| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains("__nvml-worker"))
+        })
+        .collect()
+}
+
+/// A rollout: the stop signal reaches every process of the group (Ctrl-C in a terminal,
+/// systemd's control-group stop). The workers are the exporter's to stop, so nothing in the
+/// log may read as a failure. Slow calls keep a request out whenever the signal lands, as
+/// real GPUs' calls do: a worker that died of the signal would be seen dying mid-request.
+#[test]
+fn a_stop_signal_to_the_whole_process_group_logs_no_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_file(
+        &dir,
+        &format!(
+            "faults:\n  - {{ call: nvmlDeviceGetTemperature, slow_ms: 300 }}\n{}{BUSY_THREE}",
+            h100s(3)
+        ),
+    );
+    for isolation in ["process", "thread"] {
+        let e = Exporter::builder(&scenario)
+            .arg(format!("--nvml.isolation={isolation}"))
+            .own_process_group()
+            .start();
+        e.wait_until("a few samples", |e| {
+            value(&e.metrics(), "tessera_samples_total{").is_some_and(|n| n >= 5.0)
+        });
+        // A sample was just published and the sampler rests 100 ms before the next one, whose
+        // calls take 300 ms: land in those.
+        std::thread::sleep(Duration::from_millis(200));
+        if isolation == "process" {
+            assert!(!workers_of(e.child.id()).is_empty(), "a worker runs");
+        }
+        let log = e.stop_group();
+        let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+        assert!(errors.is_empty(), "{isolation}: {errors:#?}\n{log}");
+    }
+}
+
+/// A worker that dies when tessera did not stop it is a failure, whoever killed it.
+#[test]
+fn a_worker_killed_from_outside_is_logged_at_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = scenario_file(&dir, &format!("{}{BUSY_THREE}", h100s(3)));
+    let e = Exporter::builder(&scenario).own_process_group().start();
+    e.wait_for_series("gpu_up{");
+    let workers = workers_of(e.child.id());
+    assert_eq!(workers.len(), 1, "one worker for the node: {workers:?}");
+    // SAFETY: kill(2) on a process this test's exporter started.
+    unsafe {
+        libc::kill(workers[0] as i32, libc::SIGTERM);
+        libc::kill(workers[0] as i32, libc::SIGKILL);
+    }
+    e.wait_until("the restart counted", |e| {
+        series_value(
+            &e.metrics(),
+            "tessera_nvml_worker_restarts_total",
+            &["worker=\"node\"", "reason=\"sigkill\""],
+        )
+        .is_some()
+    });
+    e.wait_until("a new worker", |e| {
+        workers_of(e.child.id())
+            .first()
+            .is_some_and(|w| *w != workers[0])
+    });
+    let log = e.stop_group();
+    assert_eq!(
+        error_lines(&log, "NVML worker exited").len(),
+        1,
+        "one ERROR line for the killed worker, none at the stop:\n{log}"
+    );
+}

@@ -81,12 +81,12 @@ pub struct NodeSupervisor {
     device_count: Option<u32>,
 }
 
+/// How serving a worker ended; a lost worker's loss is booked (and its GPUs answered for as
+/// down) before this returns.
 enum Served {
-    /// The worker was lost after answering at least once.
-    Answered(Lost),
-    /// The worker was lost before its first answer.
-    Nothing(Lost),
-    /// A GPU stuck inside it moved out; the worker was killed, its loss already booked.
+    /// The worker was lost, after answering at least once or not.
+    Lost { answered: bool },
+    /// A GPU stuck inside it moved out and the worker was killed.
     Moved,
     /// The sampler is gone: stop.
     HungUp,
@@ -151,23 +151,26 @@ impl NodeSupervisor {
                 Some(l) => Ok(l),
                 None => self.restart(),
             };
-            let lost = match started {
+            match started {
                 Ok(mut l) => match self.serve(&mut l, &jobs, &answers) {
-                    Served::Answered(lost) => {
-                        failures_in_a_row = 0;
-                        lost
+                    Served::Lost { answered } => {
+                        if answered {
+                            failures_in_a_row = 0;
+                        }
                     }
-                    Served::Nothing(lost) => lost,
                     Served::Moved => {
                         failures_in_a_row = 0;
                         continue;
                     }
-                    Served::HungUp => return,
+                    Served::HungUp => {
+                        // The exporter is stopping; dropping the link kills the worker.
+                        tracing::debug!("stopping the NVML worker");
+                        return;
+                    }
                 },
-                Err(lost) => lost,
-            };
+                Err(lost) => self.lose(&lost),
+            }
             failures_in_a_row += 1;
-            self.lose(&lost);
             // The first restart is immediate; a worker that keeps dying before it answers is
             // retried ever more slowly, its GPUs answered for as down in the meantime.
             if failures_in_a_row > 1 {
@@ -273,13 +276,6 @@ impl NodeSupervisor {
         answers: &Sender<NodeAnswer>,
     ) -> Served {
         let mut answered = false;
-        let end = |lost: Lost, answered: bool| {
-            if answered {
-                Served::Answered(lost)
-            } else {
-                Served::Nothing(lost)
-            }
-        };
         loop {
             let Ok(slow_due) = jobs.recv() else {
                 return Served::HungUp;
@@ -289,14 +285,18 @@ impl NodeSupervisor {
                 .and_then(|()| link.recv(self.hang_limit));
             let mut reply = match result {
                 Ok(Message::Node(reply)) => *reply,
-                Ok(other) => {
-                    link.kill();
+                other => {
+                    let lost = match other {
+                        Ok(garbled) => {
+                            link.kill();
+                            Lost::Garbled(format!("{garbled:?}"))
+                        }
+                        Err(lost) => lost,
+                    };
+                    // Booked first, so the sample that shows the GPUs down counts the restart.
+                    self.lose(&lost);
                     let _ = answers.send(self.answer(Err(DOWN_WORKER_DIED), true));
-                    return end(Lost::Garbled(format!("{other:?}")), answered);
-                }
-                Err(lost) => {
-                    let _ = answers.send(self.answer(Err(DOWN_WORKER_DIED), true));
-                    return end(lost, answered);
+                    return Served::Lost { answered };
                 }
             };
             answered = true;

@@ -70,36 +70,24 @@ impl GpuSupervisor {
         let mut errors = CarriedCounts::<&'static str>::default();
         let mut failures_in_a_row: u32 = 0;
         loop {
-            let lost = match self.start(&mut identity) {
+            match self.start(&mut identity) {
                 Ok(mut link) => {
-                    let lost = self.serve(&mut link, &jobs, &answers, &identity, &mut errors);
-                    match lost {
-                        Served::Answered(lost) => {
-                            failures_in_a_row = 0;
-                            lost
+                    match self.serve(&mut link, &jobs, &answers, &identity, &mut errors) {
+                        Served::Lost { answered } => {
+                            if answered {
+                                failures_in_a_row = 0;
+                            }
                         }
-                        Served::Nothing(lost) => lost,
-                        Served::HungUp => return,
+                        Served::HungUp => {
+                            // The exporter is stopping; dropping the link kills the worker.
+                            tracing::debug!(gpu = self.index, "stopping the GPU's NVML worker");
+                            return;
+                        }
                     }
                 }
-                Err(lost) => lost,
-            };
+                Err(lost) => self.book(&lost, &identity, &mut errors),
+            }
             failures_in_a_row += 1;
-            errors.worker_died();
-            let reason = restart_reason(lost.status(), lost.hung());
-            *self
-                .restarts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(reason)
-                .or_default() += 1;
-            tracing::error!(
-                gpu = self.index,
-                uuid = %identity.uuid,
-                reason,
-                "NVML worker {}; its GPU reports down until a new one answers",
-                lost.describe()
-            );
             // The first restart is immediate; a worker that keeps dying is retried ever more
             // slowly, its GPU answered for as down in the meantime.
             if failures_in_a_row > 1 {
@@ -130,6 +118,27 @@ impl GpuSupervisor {
         }
     }
 
+    /// Books a lost worker: what it counted carried, the restart counted and logged.
+    fn book(&self, lost: &Lost, identity: &GpuSample, errors: &mut CarriedCounts<&'static str>) {
+        errors.worker_died();
+        let reason = restart_reason(lost.status(), lost.hung());
+        *self
+            .restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(reason)
+            .or_default() += 1;
+        tracing::error!(
+            gpu = self.index,
+            uuid = %identity.uuid,
+            reason,
+            "NVML worker {}; its GPU reports down until a new one answers",
+            lost.describe()
+        );
+    }
+
+    /// Relays requests to `link` until it is lost (booked, and the request answered for as
+    /// down, before this returns) or the sampler hangs up.
     fn serve(
         &self,
         link: &mut Link,
@@ -139,13 +148,6 @@ impl GpuSupervisor {
         errors: &mut CarriedCounts<&'static str>,
     ) -> Served {
         let mut answered = false;
-        let end = |lost: Lost, answered: bool| {
-            if answered {
-                Served::Answered(lost)
-            } else {
-                Served::Nothing(lost)
-            }
-        };
         loop {
             let Ok(slow_due) = jobs.recv() else {
                 return Served::HungUp;
@@ -167,15 +169,22 @@ impl GpuSupervisor {
                         failed,
                     }
                 }
-                Ok(other) => {
-                    link.kill();
-                    let lost = Lost::Garbled(format!("{other:?}"));
-                    self.answer_down(answers, identity, errors);
-                    return end(lost, answered);
-                }
-                Err(lost) => {
-                    self.answer_down(answers, identity, errors);
-                    return end(lost, answered);
+                other => {
+                    let lost = match other {
+                        Ok(garbled) => {
+                            link.kill();
+                            Lost::Garbled(format!("{garbled:?}"))
+                        }
+                        Err(lost) => lost,
+                    };
+                    // Booked first, so the sample that shows the GPU down counts the restart.
+                    self.book(&lost, identity, errors);
+                    let _ = answers.send(Reply {
+                        sample: down(identity, DOWN_WORKER_DIED),
+                        errors: errors.totals(),
+                        failed: true,
+                    });
+                    return Served::Lost { answered };
                 }
             };
             if answers.send(reply).is_err() {
@@ -183,26 +192,12 @@ impl GpuSupervisor {
             }
         }
     }
-
-    fn answer_down(
-        &self,
-        answers: &Sender<Reply>,
-        identity: &GpuSample,
-        errors: &CarriedCounts<&'static str>,
-    ) {
-        let _ = answers.send(Reply {
-            sample: down(identity, DOWN_WORKER_DIED),
-            errors: errors.totals(),
-            failed: true,
-        });
-    }
 }
 
+/// How serving a worker ended.
 enum Served {
-    /// The worker was lost after answering at least once.
-    Answered(Lost),
-    /// The worker was lost before its first answer.
-    Nothing(Lost),
+    /// The worker was lost, after answering at least once or not.
+    Lost { answered: bool },
     /// The sampler is gone: stop.
     HungUp,
 }
