@@ -346,6 +346,9 @@ const VOLATILE: &[&str] = &[
     "gpu_pod_unattributed_seconds_total",
     "tessera_samples_total",
     "tessera_build_info",
+    // What NVML calls cost (tessera_nvml_calls_total, _call_cpu_seconds_total,
+    // _call_seconds_total): counts follow the samples taken, times the machine.
+    "tessera_nvml_call",
 ];
 
 /// Sorted series lines, volatile values masked: stable across runs and machines.

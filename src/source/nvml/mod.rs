@@ -283,11 +283,8 @@ impl NvmlSource {
         isolate::protocol::NodeReply {
             device_count: t.device_count,
             gpus: sample.gpus,
-            errors: sample
-                .errors_by_call
-                .iter()
-                .map(|(call, n)| ((*call).to_owned(), *n))
-                .collect(),
+            errors: isolate::as_text(&sample.errors_by_call),
+            costs: isolate::as_text(&sample.call_costs),
             xids: t
                 .xids
                 .lock()
@@ -369,9 +366,13 @@ impl Threads {
             gpus.push(s);
         }
         let mut errors = self.ledger.errors().clone();
+        let mut costs = self.ledger.costs().clone();
         for w in &self.gpus {
             for (call, n) in &w.errors {
                 *errors.entry(call).or_default() += n;
+            }
+            for (call, c) in &w.costs {
+                *costs.entry(call).or_default() += *c;
             }
         }
         if self.timeouts > 0 {
@@ -382,6 +383,7 @@ impl Threads {
             gpus,
             errors_by_call: errors,
             worker_restarts: Vec::new(),
+            call_costs: costs,
             success: !failed,
             duration_seconds: 0.0,
         }

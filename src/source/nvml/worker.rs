@@ -13,7 +13,7 @@ use super::isolate::protocol::{GpuReply as Reply, Restarts};
 use super::ledger::CallLedger;
 use super::relay::{Before, Relay};
 use super::{device, mig, process, GpuState, NvmlOptions};
-use crate::model::GpuSample;
+use crate::model::{CallCost, GpuSample};
 
 /// The reason a GPU is down when its sample missed `--nvml.timeout`.
 pub const DOWN_TIMEOUT: &str = "nvml_timeout";
@@ -24,6 +24,7 @@ pub struct GpuWorker {
     /// When it first missed a deadline in the current episode (logged once per episode).
     stuck_since: Option<Instant>,
     pub errors: BTreeMap<&'static str, u64>,
+    pub costs: BTreeMap<&'static str, CallCost>,
     /// Restarts of this GPU's worker process, by reason (empty for a worker thread).
     restarts: Restarts,
 }
@@ -72,6 +73,7 @@ impl GpuWorker {
             relay,
             stuck_since: None,
             errors: BTreeMap::new(),
+            costs: BTreeMap::new(),
             restarts,
         }
     }
@@ -88,6 +90,7 @@ impl GpuWorker {
     pub fn request(&mut self, slow_due: bool) {
         if let Before::Late(late) = self.relay.request(slow_due) {
             self.errors = late.errors;
+            self.costs = late.costs;
         }
     }
 
@@ -96,6 +99,7 @@ impl GpuWorker {
         match self.relay.collect(deadline) {
             Some(reply) => {
                 self.errors = reply.errors;
+                self.costs = reply.costs;
                 (
                     Some(reply.sample),
                     Outcome::Answered {
@@ -206,6 +210,7 @@ pub fn sample_once(
     Reply {
         sample: s,
         errors: ledger.errors().clone(),
+        costs: ledger.costs().clone(),
         failed: ledger.cycle_failed(),
     }
 }

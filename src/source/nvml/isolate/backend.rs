@@ -15,7 +15,7 @@ use super::node::{NodeAnswer, NodeSupervisor};
 use super::supervise::GpuSupervisor;
 use super::Role;
 use crate::log::LogOptions;
-use crate::model::{GpuSample, NvmlSample};
+use crate::model::{CallCost, GpuSample, NvmlSample};
 
 /// The `worker` label of the node's worker in `tessera_nvml_worker_restarts_total`.
 const NODE_WORKER: &str = "node";
@@ -41,6 +41,7 @@ struct Totals {
     device_count: Option<u32>,
     driver_version: String,
     errors: BTreeMap<&'static str, u64>,
+    costs: BTreeMap<&'static str, CallCost>,
     xids: HashMap<String, XidLog>,
     restarts: BTreeMap<&'static str, u64>,
     own_workers: Vec<u32>,
@@ -51,6 +52,7 @@ impl Totals {
         self.device_count = a.device_count.or(self.device_count);
         self.driver_version.clone_from(&a.driver_version);
         self.errors.clone_from(&a.errors);
+        self.costs.clone_from(&a.costs);
         self.xids.clone_from(&a.xids);
         self.restarts.clone_from(&a.restarts);
         self.own_workers = a.own_workers.iter().copied().collect();
@@ -215,6 +217,7 @@ impl Processes {
         }
 
         let mut errors = self.totals.errors.clone();
+        let mut costs = self.totals.costs.clone();
         let mut worker_restarts: Vec<(String, &'static str, u64)> = self
             .totals
             .restarts
@@ -224,6 +227,9 @@ impl Processes {
         for w in self.own.values() {
             for (call, n) in &w.errors {
                 *errors.entry(call).or_default() += n;
+            }
+            for (call, c) in &w.costs {
+                *costs.entry(call).or_default() += *c;
             }
             let worker = if w.identity.uuid.is_empty() {
                 format!("index:{}", w.identity.index)
@@ -242,6 +248,7 @@ impl Processes {
             gpus: gpus.into_values().collect(),
             errors_by_call: errors,
             worker_restarts,
+            call_costs: costs,
             success: !failed,
             duration_seconds: 0.0,
         }

@@ -2,13 +2,13 @@
 //! The node's worker samples its GPUs as `--nvml.isolation=thread` does in the exporter: a
 //! thread per GPU, the GPM gate between them, a deadline per sample.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use super::super::worker::{sample_once, CycleState};
 use super::super::{device, open, GpuState, Isolation, NvmlOptions, NvmlSource};
-use super::{crash_note, Message, Request, Role, WorkerConfig};
+use super::{as_text, crash_note, Message, Request, Role, WorkerConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -44,10 +44,6 @@ fn write(out: &mut impl Write, message: &Message) -> Result<(), WorkerError> {
     out.write_all(&line)
         .and_then(|()| out.flush())
         .map_err(WorkerError::Output)
-}
-
-fn text_keys(errors: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
-    errors.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
 /// Runs a worker; `Ok` when the supervisor closed its input.
@@ -143,7 +139,8 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
                     &mut out,
                     &Message::Gpu {
                         sample: Box::new(reply.sample),
-                        errors: text_keys(&reply.errors),
+                        errors: as_text(&reply.errors),
+                        costs: as_text(&reply.costs),
                         failed: reply.failed,
                     },
                 )?;

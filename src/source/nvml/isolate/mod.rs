@@ -30,6 +30,8 @@ pub mod supervise;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use crate::model::CallCost;
+
 pub use protocol::{Message, Request, Role, WorkerConfig, WORKER_ARG};
 
 /// Call names come back from workers as text; the exposition wants `&'static str`. The set is
@@ -52,15 +54,24 @@ pub fn intern(name: &str) -> &'static str {
 
 /// A cumulative counter kept by a worker that may die and start again from zero: the total
 /// carries on from the dead worker's last figure, so it never goes backwards.
-#[derive(Debug, Default, Clone)]
-pub struct CarriedCounts<K: Ord + Clone> {
-    carried: BTreeMap<K, u64>,
-    current: BTreeMap<K, u64>,
+#[derive(Debug, Clone)]
+pub struct CarriedCounts<K: Ord + Clone, V = u64> {
+    carried: BTreeMap<K, V>,
+    current: BTreeMap<K, V>,
 }
 
-impl<K: Ord + Clone> CarriedCounts<K> {
+impl<K: Ord + Clone, V> Default for CarriedCounts<K, V> {
+    fn default() -> Self {
+        CarriedCounts {
+            carried: BTreeMap::new(),
+            current: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Copy + Default + std::ops::AddAssign> CarriedCounts<K, V> {
     /// The live worker's counts, as it reports them.
-    pub fn update(&mut self, current: BTreeMap<K, u64>) {
+    pub fn update(&mut self, current: BTreeMap<K, V>) {
         self.current = current;
     }
 
@@ -71,13 +82,51 @@ impl<K: Ord + Clone> CarriedCounts<K> {
         }
     }
 
-    pub fn totals(&self) -> BTreeMap<K, u64> {
+    pub fn totals(&self) -> BTreeMap<K, V> {
         let mut out = self.carried.clone();
         for (k, v) in &self.current {
-            *out.entry(k.clone()).or_default() += v;
+            *out.entry(k.clone()).or_default() += *v;
         }
         out
     }
+}
+
+/// What a worker counts per call that must outlive it: failed calls and what calls cost.
+#[derive(Debug, Default)]
+pub struct CallBooks {
+    errors: CarriedCounts<&'static str>,
+    costs: CarriedCounts<&'static str, CallCost>,
+}
+
+impl CallBooks {
+    /// The live worker's figures, as it reports them.
+    pub fn update(&mut self, errors: &BTreeMap<String, u64>, costs: &BTreeMap<String, CallCost>) {
+        self.errors.update(interned(errors));
+        self.costs.update(interned(costs));
+    }
+
+    pub fn worker_died(&mut self) {
+        self.errors.worker_died();
+        self.costs.worker_died();
+    }
+
+    pub fn errors(&self) -> BTreeMap<&'static str, u64> {
+        self.errors.totals()
+    }
+
+    pub fn costs(&self) -> BTreeMap<&'static str, CallCost> {
+        self.costs.totals()
+    }
+}
+
+/// A worker's per-call map, its call names interned.
+pub fn interned<V: Copy>(by_call: &BTreeMap<String, V>) -> BTreeMap<&'static str, V> {
+    by_call.iter().map(|(k, v)| (intern(k), *v)).collect()
+}
+
+/// A per-call map as a worker sends it.
+pub fn as_text<V: Copy>(by_call: &BTreeMap<&'static str, V>) -> BTreeMap<String, V> {
+    by_call.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
 /// Why a worker was restarted: the label of `tessera_nvml_worker_restarts_total`.

@@ -18,8 +18,8 @@ use super::super::NvmlOpenError;
 use super::link::{Link, Lost, Spawner};
 use super::protocol::NodeReply;
 use super::supervise::{DOWN_WORKER_DIED, DOWN_WORKER_STARTING, START_LIMIT};
-use super::{intern, restart_reason, CarriedCounts, Message, Request, Role, WorkerConfig};
-use crate::model::GpuSample;
+use super::{restart_reason, CallBooks, CarriedCounts, Message, Request, Role, WorkerConfig};
+use crate::model::{CallCost, GpuSample};
 
 /// Longest wait between restarts of a worker that keeps dying before it answers.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -33,6 +33,8 @@ pub struct NodeAnswer {
     pub gpus: Result<Vec<GpuSample>, &'static str>,
     /// Failed calls since the exporter started, by call.
     pub errors: BTreeMap<&'static str, u64>,
+    /// What each call has cost since the exporter started.
+    pub costs: BTreeMap<&'static str, CallCost>,
     /// XIDs since the exporter started, by GPU UUID.
     pub xids: HashMap<String, XidLog>,
     /// Its restarts since the exporter started, by reason.
@@ -74,7 +76,7 @@ pub struct NodeSupervisor {
     /// A worker silent this long is killed; a GPU stuck this long inside it moves out.
     hang_limit: Duration,
     driver_version: String,
-    errors: CarriedCounts<&'static str>,
+    books: CallBooks,
     xids: BTreeMap<String, (CarriedCounts<u32>, Option<u32>)>,
     restarts: BTreeMap<&'static str, u64>,
     own_workers: BTreeSet<u32>,
@@ -108,7 +110,7 @@ impl NodeSupervisor {
             spawner,
             hang_limit,
             driver_version,
-            errors: CarriedCounts::default(),
+            books: CallBooks::default(),
             xids: BTreeMap::new(),
             restarts: BTreeMap::new(),
             own_workers,
@@ -121,7 +123,8 @@ impl NodeSupervisor {
             device_count: self.device_count,
             driver_version: self.driver_version.clone(),
             gpus,
-            errors: self.errors.totals(),
+            errors: self.books.errors(),
+            costs: self.books.costs(),
             xids: self
                 .xids
                 .iter()
@@ -205,7 +208,7 @@ impl NodeSupervisor {
     /// Books a lost worker: its counters carried, the restart counted and logged, and the GPU
     /// it is pinned on (if any) moved to a worker of its own.
     fn lose(&mut self, lost: &Lost) {
-        self.errors.worker_died();
+        self.books.worker_died();
         for (counts, _) in self.xids.values_mut() {
             counts.worker_died();
         }
@@ -258,8 +261,7 @@ impl NodeSupervisor {
 
     fn take(&mut self, reply: NodeReply) {
         self.device_count = reply.device_count;
-        self.errors
-            .update(reply.errors.iter().map(|(k, v)| (intern(k), *v)).collect());
+        self.books.update(&reply.errors, &reply.costs);
         for (uuid, log) in reply.xids {
             let entry = self.xids.entry(uuid).or_default();
             entry.0.update(log.counts);

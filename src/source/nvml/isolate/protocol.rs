@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::super::events::XidLog;
-use crate::model::GpuSample;
+use crate::model::{CallCost, GpuSample};
 
 /// The argument that turns the binary into a worker; `main.rs` checks for it first.
 pub const WORKER_ARG: &str = "__nvml-worker";
@@ -62,6 +62,8 @@ pub struct NodeReply {
     pub gpus: Vec<GpuSample>,
     /// Failed calls since this worker started, by call.
     pub errors: BTreeMap<String, u64>,
+    /// What each call has cost since this worker started.
+    pub costs: BTreeMap<String, CallCost>,
     /// XIDs since this worker started, by GPU UUID (every GPU, those it does not sample too).
     pub xids: BTreeMap<String, XidLog>,
     pub failed: bool,
@@ -86,6 +88,7 @@ pub enum Message {
     Gpu {
         sample: Box<GpuSample>,
         errors: BTreeMap<String, u64>,
+        costs: BTreeMap<String, CallCost>,
         failed: bool,
     },
 }
@@ -96,6 +99,8 @@ pub struct GpuReply {
     pub sample: GpuSample,
     /// This GPU's failures per call since start.
     pub errors: BTreeMap<&'static str, u64>,
+    /// What this GPU's calls have cost since start.
+    pub costs: BTreeMap<&'static str, CallCost>,
     pub failed: bool,
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::super::device;
 use super::link::{Link, Lost, Spawner};
 use super::protocol::{GpuReply as Reply, Restarts};
-use super::{intern, restart_reason, CarriedCounts, Message, Request, WorkerConfig};
+use super::{restart_reason, CallBooks, Message, Request, WorkerConfig};
 use crate::model::GpuSample;
 
 /// How long a new worker may take to load NVML and name its GPU.
@@ -67,12 +67,12 @@ impl GpuSupervisor {
             index: self.index,
             ..Default::default()
         };
-        let mut errors = CarriedCounts::<&'static str>::default();
+        let mut books = CallBooks::default();
         let mut failures_in_a_row: u32 = 0;
         loop {
             match self.start(&mut identity) {
                 Ok(mut link) => {
-                    match self.serve(&mut link, &jobs, &answers, &identity, &mut errors) {
+                    match self.serve(&mut link, &jobs, &answers, &identity, &mut books) {
                         Served::Lost { answered } => {
                             if answered {
                                 failures_in_a_row = 0;
@@ -85,7 +85,7 @@ impl GpuSupervisor {
                         }
                     }
                 }
-                Err(lost) => self.book(&lost, &identity, &mut errors),
+                Err(lost) => self.book(&lost, &identity, &mut books),
             }
             failures_in_a_row += 1;
             // The first restart is immediate; a worker that keeps dying is retried ever more
@@ -103,7 +103,8 @@ impl GpuSupervisor {
                         Ok(_) => {
                             let reply = Reply {
                                 sample: down(&identity, DOWN_WORKER_STARTING),
-                                errors: errors.totals(),
+                                errors: books.errors(),
+                                costs: books.costs(),
                                 failed: true,
                             };
                             if answers.send(reply).is_err() {
@@ -119,8 +120,8 @@ impl GpuSupervisor {
     }
 
     /// Books a lost worker: what it counted carried, the restart counted and logged.
-    fn book(&self, lost: &Lost, identity: &GpuSample, errors: &mut CarriedCounts<&'static str>) {
-        errors.worker_died();
+    fn book(&self, lost: &Lost, identity: &GpuSample, books: &mut CallBooks) {
+        books.worker_died();
         let reason = restart_reason(lost.status(), lost.hung());
         *self
             .restarts
@@ -145,7 +146,7 @@ impl GpuSupervisor {
         jobs: &Receiver<bool>,
         answers: &Sender<Reply>,
         identity: &GpuSample,
-        errors: &mut CarriedCounts<&'static str>,
+        books: &mut CallBooks,
     ) -> Served {
         let mut answered = false;
         loop {
@@ -158,14 +159,16 @@ impl GpuSupervisor {
             let reply = match result {
                 Ok(Message::Gpu {
                     sample,
-                    errors: counted,
+                    errors,
+                    costs,
                     failed,
                 }) => {
-                    errors.update(counted.iter().map(|(k, v)| (intern(k), *v)).collect());
+                    books.update(&errors, &costs);
                     answered = true;
                     Reply {
                         sample: *sample,
-                        errors: errors.totals(),
+                        errors: books.errors(),
+                        costs: books.costs(),
                         failed,
                     }
                 }
@@ -178,10 +181,11 @@ impl GpuSupervisor {
                         Err(lost) => lost,
                     };
                     // Booked first, so the sample that shows the GPU down counts the restart.
-                    self.book(&lost, identity, errors);
+                    self.book(&lost, identity, books);
                     let _ = answers.send(Reply {
                         sample: down(identity, DOWN_WORKER_DIED),
-                        errors: errors.totals(),
+                        errors: books.errors(),
+                        costs: books.costs(),
                         failed: true,
                     });
                     return Served::Lost { answered };
