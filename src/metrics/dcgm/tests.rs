@@ -439,12 +439,18 @@ fn mig_memory_outside_every_instance_makes_the_sums_by_uuid_the_gpus() {
     };
     let (total_mib, used_mib, reserved_mib) = (80_000.0, 3_000.0, 500.0);
     assert_eq!(sum("DCGM_FI_DEV_FB_USED"), used_mib);
-    assert_eq!(sum("DCGM_FI_DEV_FB_FREE"), total_mib - used_mib - reserved_mib);
+    assert_eq!(
+        sum("DCGM_FI_DEV_FB_FREE"),
+        total_mib - used_mib - reserved_mib
+    );
     assert_eq!(
         sum("DCGM_FI_DEV_FB_FREE") + sum("DCGM_FI_DEV_FB_USED") + sum("DCGM_FI_DEV_FB_RESERVED"),
         total_mib
     );
-    for (family, want) in [("DCGM_FI_DEV_FB_USED", 500.0), ("DCGM_FI_DEV_FB_FREE", 39_000.0)] {
+    for (family, want) in [
+        ("DCGM_FI_DEV_FB_USED", 500.0),
+        ("DCGM_FI_DEV_FB_FREE", 39_000.0),
+    ] {
         let outside: Vec<&str> = rows(family)
             .into_iter()
             .filter(|l| !l.contains("GPU_I_ID="))
@@ -455,7 +461,11 @@ fn mig_memory_outside_every_instance_makes_the_sums_by_uuid_the_gpus() {
             "{}",
             outside[0]
         );
-        assert!(outside[0].ends_with(&format!(" {want:.1}")), "{}", outside[0]);
+        assert!(
+            outside[0].ends_with(&format!(" {want:.1}")),
+            "{}",
+            outside[0]
+        );
     }
 }
 
