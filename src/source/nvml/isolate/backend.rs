@@ -2,7 +2,7 @@
 //! with a worker of its own, their answers merged into one sample. A GPU whose worker could not
 //! answer keeps its identity's series, down, with the reason.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use super::super::device;
@@ -12,7 +12,7 @@ use super::super::worker::{GpuWorker, Outcome, DOWN_TIMEOUT};
 use super::super::{NvmlOpenError, NvmlOptions};
 use super::link::Spawner;
 use super::node::{NodeAnswer, NodeSupervisor};
-use super::supervise::GpuSupervisor;
+use super::supervise::{GpuSupervisor, DOWN_WORKER_STARTING};
 use super::Role;
 use crate::log::LogOptions;
 use crate::model::{CallCost, GpuSample, NvmlSample};
@@ -95,8 +95,9 @@ impl Processes {
         &self.totals.driver_version
     }
 
-    /// Starts a worker of its own for each GPU the node's worker gave up.
-    fn start_own_workers(&mut self, opts: &NvmlOptions) {
+    /// Starts a worker of its own for each GPU the node's worker gave up; returns those started.
+    fn start_own_workers(&mut self, opts: &NvmlOptions) -> BTreeSet<u32> {
+        let mut started = BTreeSet::new();
         for index in self.totals.own_workers.clone() {
             if self.own.contains_key(&index) {
                 continue;
@@ -117,12 +118,14 @@ impl Processes {
                         w.identity = id.clone();
                     }
                     self.own.insert(index, w);
+                    started.insert(index);
                 }
                 Err(e) => {
                     tracing::error!(gpu = index, error = %e, "cannot start the GPU's supervisor thread")
                 }
             }
         }
+        started
     }
 
     /// The node worker's GPUs this cycle, or why they are down.
@@ -161,7 +164,7 @@ impl Processes {
         let answer = self.node.collect(deadline + opts.gpu_timeout / 2);
         let mut failed = answer.as_ref().is_none_or(|a| a.failed);
         let node_gpus = self.node_gpus(answer, opts.gpu_timeout);
-        self.start_own_workers(opts);
+        let fresh = self.start_own_workers(opts);
 
         let mut gpus: BTreeMap<u32, GpuSample> = BTreeMap::new();
         match node_gpus {
@@ -190,6 +193,15 @@ impl Processes {
             }
         }
         for (index, w) in &mut self.own {
+            if fresh.contains(index) {
+                // Moved out this cycle and not asked yet: the node's sample of it (down) stands.
+                let down = GpuSample {
+                    down_reason: Some(DOWN_WORKER_STARTING.into()),
+                    ..device::down(&w.identity)
+                };
+                gpus.entry(*index).or_insert(down);
+                continue;
+            }
             let (s, outcome) = w.sample_or_down(deadline, opts.gpu_timeout);
             match outcome {
                 Outcome::Answered { failed: f } => failed |= f,
