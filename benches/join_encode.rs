@@ -338,6 +338,7 @@ impl Inputs {
                 gpus,
                 errors_by_call: BTreeMap::new(),
                 worker_restarts: Vec::new(),
+                call_costs: BTreeMap::new(),
                 success: true,
                 duration_seconds: 0.004,
             },

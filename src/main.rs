@@ -4,6 +4,13 @@ use tessera::config::{Cli, Command, Settings};
 use tessera::source::nvml::isolate;
 
 fn main() -> ExitCode {
+    // glibc gives every thread that allocates an arena of its own; neither the exporter nor its
+    // NVML worker, each with a thread per GPU, needs that concurrency, and each arena costs
+    // resident memory.
+    // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
     // A worker process that owns NVML for the exporter (`--nvml.isolation=process`).
     let mut args = std::env::args_os();
     if args.nth(1).is_some_and(|a| a == isolate::WORKER_ARG) {
@@ -16,12 +23,6 @@ fn main() -> ExitCode {
                 ExitCode::from(3)
             }
         };
-    }
-    // glibc gives every thread that allocates an arena of its own; an exporter with a thread
-    // per GPU needs none of that concurrency, and each arena costs resident memory.
-    // SAFETY: mallopt only tunes the allocator; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
     let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(c) => c,

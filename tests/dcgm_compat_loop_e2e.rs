@@ -1,6 +1,6 @@
 //! The compat surface over the demo's whole scenario loop: in every snapshot, on every GPU and
 //! MIG instance, each additive compat field's series add up to tessera's own device figure,
-//! never more (issue 34). The demo runs its clock ten times faster (`TESSERA_DEMO_TIME_SCALE`),
+//! never more (issue 34); on a MIG GPU memory's sum by UUID alone is the GPU's (issue 46). The demo runs its clock ten times faster (`TESSERA_DEMO_TIME_SCALE`),
 //! so the 120 s loop, with its phase changes, XID and process churn, passes in 12 s.
 
 mod support;
@@ -112,6 +112,9 @@ fn device_values(s: &[Sample], field: &str) -> BTreeMap<Key, f64> {
     out
 }
 
+/// Fields whose MIG instances' values are parts of the GPU's.
+const PARTS_OF_THE_GPU: [&str; 2] = ["DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"];
+
 /// The additive fields with a tenant series somewhere, whose sums the test checks.
 const FIELDS: [&str; 5] = [
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -188,6 +191,22 @@ fn every_snapshot_of_the_demo_loop_sums_to_the_device_on_every_gpu() {
                     if field == "DCGM_FI_PROF_GR_ENGINE_ACTIVE" {
                         pods_with_compute.insert(l["pod"].clone());
                     }
+                }
+            }
+            if PARTS_OF_THE_GPU.contains(&field) {
+                // On a MIG GPU the row without GPU_I_ID is memory outside every instance: the
+                // GPU's figure is the sum by UUID alone, its instances' rows included (issue 46).
+                let mut by_gpu: BTreeMap<String, f64> = BTreeMap::new();
+                for ((uuid, _), v) in &sums {
+                    *by_gpu.entry(uuid.clone()).or_default() += v;
+                }
+                let mig: Vec<String> = sums
+                    .keys()
+                    .filter(|(_, gi)| !gi.is_empty())
+                    .map(|(uuid, _)| uuid.clone())
+                    .collect();
+                for uuid in mig {
+                    sums.insert((uuid.clone(), String::new()), by_gpu[&uuid]);
                 }
             }
             for (key, sum) in &sums {

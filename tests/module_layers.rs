@@ -326,6 +326,138 @@ fn fake_nvml_has_no_import_circle() {
     }
 }
 
+/// The files of a module tree (`dir` and its folders), each named by its path under `dir`
+/// without `.rs` (`isolate/link`); a folder's `mod.rs`, the root that declares its children
+/// and holds what they share, and test files are left out, as in [`imports`].
+fn tree_files(dir: &Path, under: &str, out: &mut BTreeMap<String, String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let name = if under.is_empty() {
+            stem.clone()
+        } else {
+            format!("{under}/{stem}")
+        };
+        if path.is_dir() {
+            tree_files(&path, &name, out);
+            continue;
+        }
+        let test = stem == "tests" || stem.ends_with("_tests");
+        if test || stem == "mod" || path.extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        out.insert(name, code_of(&path));
+    }
+}
+
+/// The files of the tree that `code` (the file `name`) names: `super::…` climbs from the file's
+/// module, `crate::<root>::…` starts at the tree's root; a brace group names each of its items.
+fn tree_imports(
+    name: &str,
+    code: &str,
+    root: &str,
+    files: &BTreeMap<String, String>,
+) -> BTreeSet<String> {
+    let module: Vec<&str> = name.split('/').collect();
+    let mut found = BTreeSet::new();
+    let resolve = |base: &[&str], rest: &str, found: &mut BTreeSet<String>| {
+        let mut path: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+        for seg in rest.split("::") {
+            let seg: String = seg
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if seg.is_empty() {
+                return;
+            }
+            path.push(seg);
+            let joined = path.join("/");
+            if files.contains_key(&joined) {
+                if joined != name {
+                    found.insert(joined);
+                }
+                return;
+            }
+        }
+    };
+    let items = |rest: &str| -> Vec<String> {
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                let body = group.split('}').next().unwrap_or("");
+                body.split(',').map(|i| i.trim().to_string()).collect()
+            }
+            None => vec![rest.to_string()],
+        }
+    };
+    for (at, _) in code.match_indices("super::") {
+        if code[..at].ends_with("super::") {
+            continue;
+        }
+        let mut rest = &code[at..];
+        let mut up = 0;
+        while let Some(r) = rest.strip_prefix("super::") {
+            rest = r;
+            up += 1;
+        }
+        // The file's module is `module`; `super` is its parent, and so on.
+        let Some(depth) = module.len().checked_sub(up) else {
+            continue;
+        };
+        for item in items(rest) {
+            resolve(&module[..depth], &item, &mut found);
+        }
+    }
+    let prefix = format!("crate::{root}::");
+    for (at, _) in code.match_indices(&prefix) {
+        for item in items(&code[at + prefix.len()..]) {
+            resolve(&[], &item, &mut found);
+        }
+    }
+    found
+}
+
+/// src/source/nvml: the worker process, its supervisors and the GPU threads share one protocol
+/// module and import no one another round a circle (issue 45).
+#[test]
+fn nvml_has_no_import_circle() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/source/nvml");
+    let mut files = BTreeMap::new();
+    tree_files(&dir, "", &mut files);
+    assert!(files.len() > 12, "nvml: read {} files", files.len());
+    let graph: BTreeMap<String, BTreeSet<String>> = files
+        .iter()
+        .map(|(name, code)| {
+            (
+                name.clone(),
+                tree_imports(name, code, "source::nvml", &files),
+            )
+        })
+        .collect();
+    assert!(
+        graph["isolate/supervise"].contains("isolate/link"),
+        "the reader sees imports: {graph:#?}"
+    );
+    if let Some(c) = circle(&graph) {
+        panic!("src/source/nvml has an import circle: {}", c.join(" -> "));
+    }
+}
+
+#[test]
+fn nvml_imports_are_read_through_braces_and_climbs() {
+    let files: BTreeMap<String, String> = ["a", "b", "c", "d/e", "d/f"]
+        .into_iter()
+        .map(|n| (n.to_string(), String::new()))
+        .collect();
+    let code = "use super::super::{a, b::Thing};\nuse super::f;\nx = crate::m::c::go();";
+    assert_eq!(
+        tree_imports("d/e", code, "m", &files),
+        ["a", "b", "c", "d/f"]
+            .map(String::from)
+            .into_iter()
+            .collect()
+    );
+}
+
 #[test]
 fn a_circle_is_found() {
     let g: BTreeMap<String, BTreeSet<String>> = [

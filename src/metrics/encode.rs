@@ -231,6 +231,20 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
             *n as f64,
         );
     }
+    for (call, cost) in &snap.nvml_call_costs {
+        let labels = || vec![node(), (label::CALL.into(), (*call).into())];
+        out.push(&table::TESSERA_NVML_CALLS, labels(), cost.calls as f64);
+        out.push(
+            &table::TESSERA_NVML_CALL_CPU,
+            labels(),
+            cost.cpu_ns as f64 / 1e9,
+        );
+        out.push(
+            &table::TESSERA_NVML_CALL_TIME,
+            labels(),
+            cost.wall_ns as f64 / 1e9,
+        );
+    }
     for (worker, reason, n) in &snap.nvml_worker_restarts {
         out.push(
             &table::TESSERA_NVML_WORKER_RESTARTS,

@@ -224,7 +224,10 @@ families! {
     TESSERA_COLLECTOR_DURATION = "tessera_collector_duration_seconds", Gauge, &[NODE, COLLECTOR], "Duration of the collector's last attempt.";
     TESSERA_ATTRIBUTION_GAPS = "tessera_attribution_gaps", Gauge, &[NODE, KIND], "Things the last join could not attribute: device IDs naming no device on this node, processes in pods without metadata.";
     TESSERA_NVML_ERRORS = "tessera_nvml_errors", Counter, &[NODE, CALL], "Failed NVML calls by call (calls a GPU does not support are learned once and not counted).";
-    TESSERA_NVML_WORKER_RESTARTS = "tessera_nvml_worker_restarts", Counter, &[NODE, WORKER, REASON], "Restarts of the worker processes that own NVML (--nvml.isolation=process), by worker (`node`, or the GPU's UUID) and reason: the signal it died of (sigsegv, sigabrt...), exit, or hung (stopped answering and was killed). Absent until a worker is restarted.";
+    TESSERA_NVML_CALLS = "tessera_nvml_calls", Counter, &[NODE, CALL], "NVML calls made, by call, summed over GPUs (a call a GPU does not support is not made again).";
+    TESSERA_NVML_CALL_CPU = "tessera_nvml_call_cpu_seconds", Counter, &[NODE, CALL], "CPU time (user and system) of the threads that made each NVML call, inside the call: where tessera's sampling CPU goes.";
+    TESSERA_NVML_CALL_TIME = "tessera_nvml_call_seconds", Counter, &[NODE, CALL], "Wall-clock time spent inside each NVML call; far above its CPU time, the call waits on the driver.";
+    TESSERA_NVML_WORKER_RESTARTS = "tessera_nvml_worker_restarts", Counter, &[NODE, WORKER, REASON], "Restarts of the worker processes that own NVML (--nvml.isolation=process), by worker (`node`: the node's worker, which samples every GPU; or a GPU's UUID: the worker of its own a GPU got after it faulted or hung in the node's) and reason: the signal it died of (sigsegv, sigabrt...), exit, or hung (stopped answering, or a GPU's call inside it stopped returning, and was killed). Absent until a worker is restarted.";
     TESSERA_SAMPLE_DURATION = "tessera_sample_duration_seconds", Gauge, &[NODE], "Duration of the last whole sample cycle: every source read, the join and the encoding.";
     TESSERA_SERIES_DROPPED = "tessera_series_dropped", Gauge, &[NODE], "Per-container and per-process series left out of this exposition by --metrics.max-series.";
     TESSERA_LABEL_VALUES_TRUNCATED = "tessera_label_values_truncated", Gauge, &[NODE], "Label values cut to --metrics.max-label-value-length in this exposition.";
@@ -278,6 +281,10 @@ pub const FULL_DETAIL_ONLY: &[Family] = &[
     GPU_PROCESS_BUSY_UPPER,
     GPU_PROCESS_KERNELS,
     GPU_PROCESS_MEMORY_UTILIZATION,
+    // Self-diagnosis: where the sampling's CPU and time go (docs/benchmarks.md).
+    TESSERA_NVML_CALLS,
+    TESSERA_NVML_CALL_CPU,
+    TESSERA_NVML_CALL_TIME,
 ];
 
 /// Whether `detail` serves family `f`, as a table indexed by [`Family::index`].

@@ -48,9 +48,28 @@ pub struct NvmlSample {
     /// Restarts of NVML worker processes since start: (worker — `node` or a GPU's UUID —,
     /// reason, count).
     pub worker_restarts: Vec<(String, &'static str, u64)>,
+    /// What each NVML call has cost since start, summed over GPUs and worker lives.
+    pub call_costs: BTreeMap<&'static str, CallCost>,
     /// Whether the last cycle completed without a failing call.
     pub success: bool,
     pub duration_seconds: f64,
+}
+
+/// What one NVML call has cost, summed: how often it was made, the CPU time (user and system)
+/// of the thread that made it, and the wall-clock time it took.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallCost {
+    pub calls: u64,
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+}
+
+impl std::ops::AddAssign for CallCost {
+    fn add_assign(&mut self, other: CallCost) {
+        self.calls += other.calls;
+        self.cpu_ns += other.cpu_ns;
+        self.wall_ns += other.wall_ns;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

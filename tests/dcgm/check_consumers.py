@@ -88,6 +88,9 @@ TENANT_FAMILY = {
 # Additive fields whose tenant figure is derived from another compat field, not a tessera family:
 # FB_FREE is split in proportion to FB_USED (checked by the memory-ratio check).
 PAIRED = {"DCGM_FI_DEV_FB_FREE"}
+# Additive fields whose MIG instances' values are parts of the GPU's: on a MIG GPU they also have
+# a row for memory outside every instance (no GPU_I_ID), and their sum by UUID alone is the GPU's.
+PARTS_OF_THE_GPU = {"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE"}
 
 
 class Prom:
@@ -472,14 +475,26 @@ def main():
             sums[device_key(m)] = sums.get(device_key(m), 0.0) + v
         fam_whole, fam_mig = DEVICE_FAMILY[f]
         bad, compared = [], 0
+        mig_uuids = {k[0] for k in sums if k[1]}
         for k, s in sums.items():
             fam = fam_mig if k[1] else fam_whole
             if fam is None:
+                continue
+            if not k[1] and k[0] in mig_uuids:
+                # A MIG GPU's row outside its instances: a part of the sum by UUID below.
                 continue
             want = device_value.get((f, k))
             compared += 1
             if want is None or not close(s, want):
                 bad.append(f"{k[0][:12]}… GI {k[1] or '-'}: {s} vs {fam[0]} {want}")
+        if f in PARTS_OF_THE_GPU:
+            # Issue 46: FB_FREE's instances alone missed 10.5-11.2 GB on each demo MIG GPU.
+            for uuid in sorted(mig_uuids):
+                s = sum(v for (u, _), v in sums.items() if u == uuid)
+                want = device_value.get((f, (uuid, "")))
+                compared += 1
+                if want is None or not close(s, want):
+                    bad.append(f"{uuid[:12]}… sum by UUID (MIG GPU): {s} vs {fam_whole[0]} {want}")
         # Where tessera has no family of its own, one series per device, the remainder alone.
         lone = [k for k, s in sums.items() if (fam_mig if k[1] else fam_whole) is None]
         bad_lone = [
@@ -488,7 +503,7 @@ def main():
             if f not in TENANT_FAMILY and k in shared and any(device_key(m) == k and pod_of(m)[2] for m, _ in rows)
         ]
         ok = rows and not bad and not bad_lone
-        by = "UUID, and UUID+GPU_I_ID on MIG"
+        by = "UUID, and UUID+GPU_I_ID on MIG" + (", and UUID alone on MIG" if f in PARTS_OF_THE_GPU else "")
         c.check(
             ok if rows else False,
             f"sum by ({by}) of {f} = the device total on {compared} devices"

@@ -5,7 +5,8 @@ Run by scripts/test-dcgm-compat.sh against a Prometheus that scrapes (honor_labe
 whose clock runs ten times faster (TESSERA_DEMO_TIME_SCALE=0.1: a 12 s loop). Checks:
 
 - in every scrape, on every GPU and MIG instance, each additive compat field's series add up to
-  tessera's own device figure, and never to more;
+  tessera's own device figure, and never to more (on a MIG GPU, memory's sum by UUID alone, the
+  row outside every instance included, to the GPU's);
 - OpenCost's per-container average (its avg_over_time over 5 minutes) for the pods of the
   time-sliced GPU 4 and the MPS GPU 5, against the scenario's own shares in the phases the
   scrapes saw: absent or within the tolerance, never 0 for a pod that was busy;
@@ -23,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "prometheus"))
-from check_consumers import MIB, Prom, fill  # noqa: E402
+from check_consumers import MIB, PARTS_OF_THE_GPU, Prom, fill  # noqa: E402
 from checker import Checker  # noqa: E402
 
 # Additive compat fields and how tessera's own device families give their device value.
@@ -128,6 +129,15 @@ def main():
                 sums[k] = sums.get(k, 0.0) + v
                 if v < 0:
                     above.append(f"{field} {k}: a series reads {v}")
+        if field in PARTS_OF_THE_GPU:
+            # On a MIG GPU the row without GPU_I_ID is memory outside every instance: the GPU's
+            # figure is the sum by UUID alone, instances included.
+            by_gpu = {}
+            for (t, uuid, gi), v in sums.items():
+                by_gpu[(t, uuid)] = by_gpu.get((t, uuid), 0.0) + v
+            for t, uuid, gi in list(sums):
+                if gi:
+                    sums[(t, uuid, "")] = by_gpu[(t, uuid)]
         for k, s in sums.items():
             want = device.get(k)
             if want is None:

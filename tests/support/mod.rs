@@ -98,6 +98,8 @@ pub struct ExporterBuilder {
     cluster: bool,
     args: Vec<String>,
     procfs: Vec<(u32, Vec<u8>)>,
+    /// Lead a process group of its own (its workers in it), as a service manager starts it.
+    own_process_group: bool,
 }
 
 impl ExporterBuilder {
@@ -114,6 +116,13 @@ impl ExporterBuilder {
     /// Adds files to the procfs tree before the exporter starts (e.g. cgroup files).
     pub fn with_procfs(mut self, hook: impl FnOnce(&Path) + 'static) -> Self {
         self.procfs_hook = Some(Box::new(hook));
+        self
+    }
+
+    /// Starts the exporter as the leader of a process group of its own, so a test can signal
+    /// the group as a terminal's Ctrl-C or systemd's stop does ([`Exporter::stop_group`]).
+    pub fn own_process_group(mut self) -> Self {
+        self.own_process_group = true;
         self
     }
 
@@ -178,7 +187,11 @@ impl ExporterBuilder {
             hook(&procfs);
         }
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tessera"));
+        if self.own_process_group {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        }
+        let child = command
             .arg(format!("--nvml.library={}", fake_library().display()))
             .arg(format!("--path.procfs={}", procfs.display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
@@ -226,6 +239,7 @@ impl Exporter {
             cluster: false,
             args: Vec::new(),
             procfs: Vec::new(),
+            own_process_group: false,
         }
     }
 
@@ -277,11 +291,23 @@ impl Exporter {
         last
     }
 
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
         // SIGTERM, to exercise graceful shutdown.
-        // SAFETY: kill(2) on our own child's pid.
+        let pid = self.child.id() as i32;
+        self.stop_with(pid)
+    }
+
+    /// SIGTERM to the exporter's whole process group (started with
+    /// [`ExporterBuilder::own_process_group`]): every process in it gets the signal at once.
+    pub fn stop_group(self) -> String {
+        let group = -(self.child.id() as i32);
+        self.stop_with(group)
+    }
+
+    fn stop_with(mut self, target: i32) -> String {
+        // SAFETY: kill(2) on our own child's pid or process group.
         unsafe {
-            libc::kill(self.child.id() as i32, libc::SIGTERM);
+            libc::kill(target, libc::SIGTERM);
         }
         let status = self.child.wait().expect("wait");
         let mut log = String::new();
@@ -320,6 +346,9 @@ const VOLATILE: &[&str] = &[
     "gpu_pod_unattributed_seconds_total",
     "tessera_samples_total",
     "tessera_build_info",
+    // What NVML calls cost (tessera_nvml_calls_total, _call_cpu_seconds_total,
+    // _call_seconds_total): counts follow the samples taken, times the machine.
+    "tessera_nvml_call",
 ];
 
 /// Sorted series lines, volatile values masked: stable across runs and machines.

@@ -42,8 +42,12 @@ pub fn markdown_reference() -> String {
          the device's figure.\n\n\
          On a MIG GPU the additive fields are per MIG instance (`GPU_I_ID`, `GPU_I_PROFILE`), split \
          among the instance's holders by the same rule: there `sum by (UUID, GPU_I_ID)` is the \
-         instance's value (ratios of different instances do not add up to the GPU's); with `--collect.mig=false` a \
-         MIG GPU has its per-GPU fields only. Per-GPU fields carry `container` only when \
+         instance's value (ratios of different instances do not add up to the GPU's). Memory \
+         outside every instance (slices no instance holds, and what the driver keeps outside \
+         them) is one more `FB_USED` and `FB_FREE` row with the GPU's labels, no `GPU_I_ID` and \
+         empty pod labels, so `sum by (UUID)` of either is the GPU's figure and FREE + USED + \
+         `FB_RESERVED` its total. With `--collect.mig=false` a MIG GPU has its per-GPU fields and \
+         that memory row (all of its memory) only. Per-GPU fields carry `container` only when \
          one container holds the GPU; one pod with several containers gets `namespace`/`pod` alone. \
          Per-tenant series count against \
          `--metrics.max-series`; a tenant past it is folded into the remainder (and counted in \

@@ -444,6 +444,7 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
         for m in &g.mig {
             mig_device(out, node, driver, g, m);
         }
+        outside_instances(out, node, driver, g);
         return;
     }
     let base = device_labels(out, node, driver, g, None);
@@ -469,6 +470,35 @@ fn gpu_devices(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
             memory: s.memory,
             gpm: s.gpm,
         },
+    );
+}
+
+/// A MIG GPU's memory outside every instance (slices no instance holds, and what the driver
+/// keeps outside them): one row for `FB_USED` and one for `FB_FREE` with the GPU's labels and
+/// no pod, so `sum by (UUID)` of either is the GPU's figure and FREE + USED + RESERVED its total.
+/// Absent when the GPU's own memory is unknown.
+fn outside_instances(out: &mut Out, node: &str, driver: &str, g: &GpuView) {
+    let Some(gpu) = g.sample.memory else {
+        return;
+    };
+    let free =
+        |m: crate::model::MemoryBytes| m.total.saturating_sub(m.used).saturating_sub(m.reserved);
+    let (mut used, mut free_inside) = (0u64, 0u64);
+    for m in g.mig.iter().filter_map(|m| m.sample.memory) {
+        used += m.used;
+        free_inside += free(m);
+    }
+    let base = device_labels(out, node, driver, g, None);
+    let labels = with_pod(out, &base, Pod::Nobody, g.sharing_mode);
+    out.push(
+        &fields::FB_USED,
+        &labels,
+        gpu.used.saturating_sub(used) as f64 / MIB,
+    );
+    out.push(
+        &fields::FB_FREE,
+        &labels,
+        free(gpu).saturating_sub(free_inside) as f64 / MIB,
     );
 }
 

@@ -318,7 +318,8 @@ fn an_unallocated_gpu_has_one_series_without_pod_labels() {
 
 #[test]
 fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
-    let mut sample = gpu(0.0, 0);
+    // 1,400 MiB used in the instances, 100 MiB outside them.
+    let mut sample = gpu(0.0, 1500);
     sample.mig_enabled = Some(true);
     sample.utilization = None;
     let mig = |id: u32, uuid: &str, used: u64, sm: f64| MigSample {
@@ -361,7 +362,15 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
     // GPM's graphics figure (0.45, 0.55): the sole holder's value is its own figure.
     let gr = series(&t, "DCGM_FI_PROF_GR_ENGINE_ACTIVE");
     assert_eq!(gr, sm);
-    let fb = series(&t, "DCGM_FI_DEV_FB_USED");
+    let instance = |family: &str| -> Vec<(String, f64)> {
+        let lines: String = t
+            .lines()
+            .filter(|l| l.contains("GPU_I_ID="))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        series(&lines, family)
+    };
+    let fb = instance("DCGM_FI_DEV_FB_USED");
     assert_eq!(
         fb,
         vec![
@@ -371,9 +380,8 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
             ("".into(), 12.0)
         ]
     );
-    // Free memory per instance, with the holders' labels, paired with used memory; none for
-    // the GPU as a whole, whose memory the instances divide.
-    let free = series(&t, "DCGM_FI_DEV_FB_FREE");
+    // Free memory per instance, with the holders' labels, paired with used memory.
+    let free = instance("DCGM_FI_DEV_FB_FREE");
     assert_eq!(free[0], ("solo".into(), 9500.0));
     assert_eq!(free.len(), 4, "{free:?}");
     assert!((total(&free[1..]) - 9100.0).abs() < 1e-6);
@@ -392,6 +400,73 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
         "{line}"
     );
     assert!(line.contains("sharing_mode=\"mig\""), "{line}");
+}
+
+/// Issue 46: on the demo's MIG GPUs `sum by (UUID)` of FB_FREE missed 10.5-11.2 GB, the slices
+/// no instance held.
+#[test]
+fn mig_memory_outside_every_instance_makes_the_sums_by_uuid_the_gpus() {
+    let mut sample = gpu(0.0, 3_000);
+    sample.mig_enabled = Some(true);
+    sample.utilization = None;
+    let mig = |id: u32, used: u64| MigSample {
+        uuid: format!("MIG-{id}"),
+        gpu_instance_id: id,
+        profile: "2g.20gb".into(),
+        slices: 2,
+        memory: Some(MemoryBytes {
+            total: 20_000 * MIB_U,
+            used: used * MIB_U,
+            reserved: 0,
+        }),
+        ..Default::default()
+    };
+    // Two instances of 20,000 MiB use 2,500; 500 more are used outside them, and 40,000 MiB
+    // (less the 500 reserved) are in no instance at all.
+    sample.mig_instances = vec![mig(1, 1_000), mig(2, 1_500)];
+    let s = base(sample);
+    let t = compat(&s);
+    let rows = |family: &str| -> Vec<&str> {
+        t.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .collect()
+    };
+    let sum = |family: &str| -> f64 {
+        rows(family)
+            .iter()
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    };
+    let (total_mib, used_mib, reserved_mib) = (80_000.0, 3_000.0, 500.0);
+    assert_eq!(sum("DCGM_FI_DEV_FB_USED"), used_mib);
+    assert_eq!(
+        sum("DCGM_FI_DEV_FB_FREE"),
+        total_mib - used_mib - reserved_mib
+    );
+    assert_eq!(
+        sum("DCGM_FI_DEV_FB_FREE") + sum("DCGM_FI_DEV_FB_USED") + sum("DCGM_FI_DEV_FB_RESERVED"),
+        total_mib
+    );
+    for (family, want) in [
+        ("DCGM_FI_DEV_FB_USED", 500.0),
+        ("DCGM_FI_DEV_FB_FREE", 39_000.0),
+    ] {
+        let outside: Vec<&str> = rows(family)
+            .into_iter()
+            .filter(|l| !l.contains("GPU_I_ID="))
+            .collect();
+        assert_eq!(outside.len(), 1, "{family}: one row outside the instances");
+        assert!(
+            outside[0].contains("pod=\"\"") && outside[0].contains("sharing_mode=\"mig\""),
+            "{}",
+            outside[0]
+        );
+        assert!(
+            outside[0].ends_with(&format!(" {want:.1}")),
+            "{}",
+            outside[0]
+        );
+    }
 }
 
 #[test]

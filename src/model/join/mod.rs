@@ -126,6 +126,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         collectors: inputs.collectors,
         nvml_errors: inputs.nvml.errors_by_call.clone(),
         nvml_worker_restarts: inputs.nvml.worker_restarts.clone(),
+        nvml_call_costs: inputs.nvml.call_costs.clone(),
         sample_duration_seconds: inputs.sample_duration_seconds,
         samples_total: inputs.previous.map_or(1, |p| p.samples_total + 1),
         attribution: stats,

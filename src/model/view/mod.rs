@@ -15,7 +15,7 @@ use super::compute::{Activity, DeviceSplit, ProcessShare, SplitMethod};
 use super::figures::DisputeReason;
 use super::holding::{Holding, PodRef};
 use super::sharing::{SharingEvidence, SharingMode};
-use super::{GpmStatus, GpuSample, MigSample, ProcessSample};
+use super::{CallCost, GpmStatus, GpuSample, MigSample, ProcessSample};
 
 /// Health of one collector, as the sampler saw it this cycle.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -152,6 +152,8 @@ pub struct Snapshot {
     pub nvml_errors: BTreeMap<&'static str, u64>,
     /// Restarts of NVML worker processes: (worker, reason, count).
     pub nvml_worker_restarts: Vec<(String, &'static str, u64)>,
+    /// What each NVML call has cost since start.
+    pub nvml_call_costs: BTreeMap<&'static str, CallCost>,
     pub sample_duration_seconds: f64,
     /// Sample cycles published since start, this one included.
     pub samples_total: u64,

@@ -134,22 +134,26 @@ pub fn error_reason(e: &NvmlError) -> String {
 }
 
 /// GPM needs two samples; returns the activity between the previous one and now (`None` on the
-/// first sample). A metric NVML refuses is absent, never 0.
+/// first sample), taking the sample as call `call`. A metric NVML refuses is absent, never 0.
 pub fn gpm_between(
+    ledger: &mut CallLedger,
+    call: &'static str,
     nvml: &'static Nvml,
     previous: &mut Option<GpmSample<'static>>,
     take: impl FnOnce() -> Result<GpmSample<'static>, NvmlError>,
 ) -> Result<Option<GpmActivity>, GpmError> {
-    let current = take().map_err(GpmError::Call)?;
-    super::isolate::crash_note::set_call("gpm_metrics_get");
+    let current = ledger.timed(call, take).map_err(GpmError::Call)?;
     let Some(prev) = previous.replace(current) else {
         return Ok(None);
     };
     let Some(current) = previous.as_ref() else {
         return Ok(None);
     };
-    let mut results =
-        gpm_metrics_get(nvml, &prev, current, &GPM_METRICS).map_err(GpmError::Call)?;
+    let mut results = ledger
+        .timed("gpm_metrics_get", || {
+            gpm_metrics_get(nvml, &prev, current, &GPM_METRICS)
+        })
+        .map_err(GpmError::Call)?;
     let value = |i: usize| -> Option<f64> {
         results
             .get(i)
@@ -201,8 +205,7 @@ pub fn gpm_sampled(
     take: impl FnOnce() -> Result<GpmSample<'static>, NvmlError>,
 ) -> (Option<GpmActivity>, Option<GpmStatus>) {
     let Some(between) = gate::serialized(gate::GATE_WAIT, || {
-        super::isolate::crash_note::set_call(call);
-        gpm_between(nvml, &mut previous.0, take)
+        gpm_between(ledger, call, nvml, &mut previous.0, take)
     }) else {
         let _: Outcome<()> = ledger.record(key, "gpm_gate", &NvmlError::Timeout);
         return (None, Some(GpmStatus::unavailable(gate::GATE_BUSY.into())));

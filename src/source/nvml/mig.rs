@@ -109,7 +109,8 @@ pub fn sample_instances(
     };
     let mut out = Vec::new();
     for slot in 0..max {
-        let handle = match parent.mig_device_by_index(slot) {
+        let handle = match ledger.timed("mig_device_by_index", || parent.mig_device_by_index(slot))
+        {
             Ok(h) => h,
             // An empty slot, not an error.
             Err(NvmlError::NotFound) | Err(NvmlError::InvalidArg) => continue,

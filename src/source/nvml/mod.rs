@@ -12,11 +12,13 @@ mod ledger;
 mod mig;
 mod options;
 mod process;
+mod relay;
 mod utilization;
 mod worker;
 
+use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use worker::GpuWorker;
@@ -56,7 +58,8 @@ pub enum NvmlOpenError {
 /// Where NVML runs (`--nvml.isolation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
-    /// In worker processes: a fault inside the driver library costs that GPU's samples only.
+    /// In a worker process: a fault inside the driver library costs its GPUs a sample, never
+    /// the exporter.
     Process,
     /// In the exporter's own threads.
     Thread,
@@ -93,6 +96,7 @@ impl NvmlOptions {
             procfs: self.procfs.clone(),
             slow_interval_ms: self.slow_interval.as_millis() as u64,
             process_interval_ms: self.process_interval.as_millis() as u64,
+            gpu_timeout_ms: self.gpu_timeout.as_millis() as u64,
             collect_processes: self.collect_processes,
             collect_mig: self.collect_mig,
             collect_gpm: self.collect_gpm,
@@ -101,8 +105,9 @@ impl NvmlOptions {
         }
     }
 
-    /// A worker process that stops answering for this long is killed and replaced: long
-    /// enough for any call that eventually returns, short enough that a wedged worker does
+    /// A worker process that stops answering for this long is killed and replaced, and a GPU
+    /// whose call has been stuck this long in the node's worker moves to a worker of its own:
+    /// long enough for any call that eventually returns, short enough that a wedged call does
     /// not keep its GPU dark for good.
     fn hang_limit(&self) -> Duration {
         (self.gpu_timeout * 10).max(Duration::from_secs(5))
@@ -155,143 +160,159 @@ fn is_due(last: Option<Instant>, interval: Duration) -> bool {
     last.is_none_or(|t| t.elapsed() >= interval - interval / 10)
 }
 
+/// NVML called on this process's threads: `--nvml.isolation=thread`, and the node's worker.
+struct Threads {
+    nvml: &'static Nvml,
+    _xids: Option<XidWatcher>,
+    xids: events::Counters,
+    /// Node-level calls (device count, handles, identity); per-GPU calls keep their own.
+    ledger: CallLedger,
+    gpus: Vec<GpuWorker>,
+    /// GPUs sampled elsewhere (by a worker of their own), by index.
+    except: BTreeSet<u32>,
+    device_count: Option<u32>,
+    timeouts: u64,
+}
+
 /// Where the source's NVML calls are made.
 enum Backend {
-    Thread {
-        nvml: &'static Nvml,
-        _xids: Option<XidWatcher>,
-    },
-    Process {
-        node: Box<isolate::node::NodeWorker>,
-        spawner: isolate::link::Spawner,
-        /// The exporter's log, which each worker logs as.
-        log: LogOptions,
-    },
+    Threads(Box<Threads>),
+    Processes(Box<isolate::backend::Processes>),
 }
 
 pub struct NvmlSource {
     backend: Backend,
     opts: NvmlOptions,
-    /// Node-level calls (device count, handles, identity); per-GPU calls keep their own.
-    ledger: CallLedger,
     driver_version: String,
-    gpus: Vec<GpuWorker>,
     last_slow: Option<Instant>,
-    timeouts: u64,
-    xids: events::Counters,
 }
 
 impl NvmlSource {
     /// A source that calls NVML in this process (`--nvml.isolation=thread`), without XID events.
     pub fn new(nvml: &'static Nvml, opts: NvmlOptions) -> Self {
-        let driver_version = nvml.sys_driver_version().unwrap_or_default();
+        Self::on_threads(nvml, opts, BTreeSet::new(), false)
+    }
+
+    /// NVML on this process's threads, every GPU but `except`; `xids`: watch XID events.
+    fn on_threads(
+        nvml: &'static Nvml,
+        opts: NvmlOptions,
+        except: BTreeSet<u32>,
+        xids: bool,
+    ) -> Self {
+        let counters = events::Counters::default();
+        let watcher = if xids {
+            XidWatcher::start(nvml, counters.clone())
+                .map_err(|e| tracing::warn!(error = %e, "cannot start the XID watcher thread"))
+                .ok()
+        } else {
+            None
+        };
         Self {
-            backend: Backend::Thread { nvml, _xids: None },
+            driver_version: nvml.sys_driver_version().unwrap_or_default(),
+            backend: Backend::Threads(Box::new(Threads {
+                nvml,
+                _xids: watcher,
+                xids: counters,
+                ledger: CallLedger::default(),
+                gpus: Vec::new(),
+                except,
+                device_count: None,
+                timeouts: 0,
+            })),
             opts,
-            ledger: CallLedger::default(),
-            driver_version,
-            gpus: Vec::new(),
             last_slow: None,
-            timeouts: 0,
-            xids: Arc::default(),
         }
     }
 
     /// Opens NVML where `opts.isolation` says, with XID events: in thread mode this loads the
-    /// library here; in process mode it starts the node worker and waits until NVML is up in
+    /// library here; in process mode it starts the node's worker and waits until NVML is up in
     /// it (a missing library is reported the same way in both). `log`: the exporter's, which
     /// worker processes log as.
     pub fn open(opts: NvmlOptions, log: &LogOptions) -> Result<Self, NvmlOpenError> {
         match opts.isolation {
             Isolation::Thread => {
                 let nvml = open(opts.library.as_deref())?;
-                let mut source = Self::new(nvml, opts);
-                let watcher = XidWatcher::start(nvml, source.xids.clone())
-                    .map_err(|e| tracing::warn!(error = %e, "cannot start the XID watcher thread"))
-                    .ok();
-                source.backend = Backend::Thread {
-                    nvml,
-                    _xids: watcher,
-                };
-                Ok(source)
+                Ok(Self::on_threads(nvml, opts, BTreeSet::new(), true))
             }
             Isolation::Process => {
-                let spawner = isolate::link::Spawner::current()
-                    .map_err(|e| NvmlOpenError::Worker(format!("cannot find this program: {e}")))?;
-                let node = Box::new(isolate::node::NodeWorker::start(
-                    spawner.clone(),
-                    opts.worker_config(isolate::Role::Node, log),
-                )?);
+                let processes = isolate::backend::Processes::start(&opts, log)?;
                 Ok(Self {
-                    driver_version: node.driver_version.clone(),
-                    backend: Backend::Process {
-                        node,
-                        spawner,
-                        log: log.clone(),
-                    },
+                    driver_version: processes.driver_version().to_owned(),
+                    backend: Backend::Processes(Box::new(processes)),
                     opts,
-                    ledger: CallLedger::default(),
-                    gpus: Vec::new(),
                     last_slow: None,
-                    timeouts: 0,
-                    xids: Arc::default(),
                 })
             }
         }
     }
 
-    fn device_count(&mut self) -> Option<u32> {
-        match &mut self.backend {
-            Backend::Thread { nvml, .. } => {
-                let nvml = *nvml;
-                self.ledger
-                    .call("node", "device_count", || nvml.device_count())
-                    .ok()
-            }
-            Backend::Process { node, .. } => {
-                let count = node.sample(self.opts.gpu_timeout);
-                self.driver_version.clone_from(&node.driver_version);
-                if let Ok(mut x) = self.xids.lock() {
-                    *x = node.xids();
-                }
-                count
-            }
+    /// One sample of every GPU. Never fails as a whole: a GPU that fails is reported down.
+    pub fn sample(&mut self) -> NvmlSample {
+        let slow_due = is_due(self.last_slow, self.opts.slow_interval);
+        if slow_due {
+            self.last_slow = Some(Instant::now());
         }
+        self.sample_due(slow_due)
     }
 
-    fn discover(&mut self) {
-        let Some(count) = self.device_count() else {
+    /// One sample, the slow calls made when `slow_due` (the exporter keeps their cadence, also
+    /// for its workers).
+    fn sample_due(&mut self, slow_due: bool) -> NvmlSample {
+        let started = Instant::now();
+        let mut sample = match &mut self.backend {
+            Backend::Threads(t) => t.sample(&self.opts, slow_due),
+            Backend::Processes(p) => p.sample(&self.opts, slow_due),
+        };
+        if let Backend::Processes(p) = &self.backend {
+            p.driver_version().clone_into(&mut self.driver_version);
+        }
+        sample.driver_version.clone_from(&self.driver_version);
+        sample.duration_seconds = started.elapsed().as_secs_f64();
+        sample
+    }
+}
+
+impl NvmlSource {
+    /// One sample as the node's worker answers it (the source runs on threads there).
+    fn node_reply(&mut self, slow_due: bool) -> isolate::protocol::NodeReply {
+        let sample = self.sample_due(slow_due);
+        let Backend::Threads(t) = &self.backend else {
+            return isolate::protocol::NodeReply::default();
+        };
+        isolate::protocol::NodeReply {
+            device_count: t.device_count,
+            gpus: sample.gpus,
+            errors: isolate::as_text(&sample.errors_by_call),
+            costs: isolate::as_text(&sample.call_costs),
+            xids: t
+                .xids
+                .lock()
+                .map(|m| m.clone().into_iter().collect())
+                .unwrap_or_default(),
+            failed: !sample.success,
+            stuck: t.stuck(),
+        }
+    }
+}
+
+impl Threads {
+    fn discover(&mut self, opts: &NvmlOptions) {
+        let nvml = self.nvml;
+        self.device_count = self
+            .ledger
+            .call("node", "device_count", || nvml.device_count())
+            .ok();
+        let Some(count) = self.device_count else {
             return;
         };
-        if count as usize == self.gpus.len() {
+        let ours: Vec<u32> = (0..count).filter(|i| !self.except.contains(i)).collect();
+        if ours.len() == self.gpus.len() {
             return;
         }
         tracing::info!(gpus = count, "discovered GPUs");
-        let mut gpus = Vec::with_capacity(count as usize);
-        if let Backend::Process { spawner, log, .. } = &self.backend {
-            for index in 0..count {
-                let supervisor = isolate::supervise::GpuSupervisor {
-                    index,
-                    config: self.opts.worker_config(isolate::Role::Gpu(index), log),
-                    spawner: spawner.clone(),
-                    hang_limit: self.opts.hang_limit(),
-                    restarts: Arc::default(),
-                };
-                match GpuWorker::spawn_supervisor(supervisor) {
-                    Ok(w) => gpus.push(w),
-                    Err(e) => {
-                        tracing::error!(gpu = index, error = %e, "cannot start the GPU's supervisor thread")
-                    }
-                }
-            }
-            self.gpus = gpus;
-            return;
-        }
-        let Backend::Thread { nvml, .. } = &self.backend else {
-            return;
-        };
-        let nvml = *nvml;
-        for index in 0..count {
+        let mut gpus = Vec::with_capacity(ours.len());
+        for index in ours {
             let key = format!("index:{index}");
             let Some(handle) = self
                 .ledger
@@ -306,7 +327,7 @@ impl NvmlSource {
             } else {
                 identity.uuid.clone()
             };
-            match GpuWorker::spawn(nvml, handle, identity, key, self.opts.clone()) {
+            match GpuWorker::spawn(nvml, handle, identity, key, opts.clone()) {
                 Ok(w) => gpus.push(w),
                 Err(e) => {
                     tracing::error!(gpu = index, error = %e, "cannot start the GPU's sampling thread")
@@ -317,56 +338,27 @@ impl NvmlSource {
         self.gpus = gpus;
     }
 
-    /// One sample of every GPU. Never fails as a whole: a GPU that fails is reported down.
-    pub fn sample(&mut self) -> NvmlSample {
-        let started = Instant::now();
+    fn sample(&mut self, opts: &NvmlOptions, slow_due: bool) -> NvmlSample {
         self.ledger.begin_cycle();
-        self.discover();
-        let slow_due = is_due(self.last_slow, self.opts.slow_interval);
-        if slow_due {
-            self.last_slow = Some(Instant::now());
-        }
+        self.discover(opts);
         let xids = self.xids.lock().map(|m| m.clone()).unwrap_or_default();
         for w in &mut self.gpus {
             w.request(slow_due);
         }
         // GPUs answer in parallel; one deadline bounds the whole cycle.
-        let deadline = Instant::now() + self.opts.gpu_timeout;
-        let mut failed = self.ledger.cycle_failed()
-            || matches!(&self.backend, Backend::Process { node, .. } if node.failed);
+        let deadline = Instant::now() + opts.gpu_timeout;
+        let mut failed = self.ledger.cycle_failed();
         let mut gpus = Vec::with_capacity(self.gpus.len());
         for w in &mut self.gpus {
-            let (sample, outcome) = w.collect(deadline);
-            let mut s = match (sample, outcome) {
-                (Some(s), worker::Outcome::Answered { failed: f }) => {
-                    failed |= f;
-                    if !s.uuid.is_empty() {
-                        w.identity = device::identity_of(&s);
-                    }
-                    if w.stuck {
-                        tracing::info!(uuid = %w.identity.uuid, "GPU answers again");
-                        w.stuck = false;
-                    }
-                    s
-                }
-                _ => {
+            let (mut s, outcome) = w.sample_or_down(deadline, opts.gpu_timeout);
+            match outcome {
+                worker::Outcome::Answered { failed: f } => failed |= f,
+                worker::Outcome::Late => {
                     failed = true;
                     self.timeouts += 1;
-                    if !w.stuck {
-                        tracing::warn!(
-                            uuid = %w.identity.uuid,
-                            timeout = ?self.opts.gpu_timeout,
-                            "GPU did not answer in time (a hung NVML call); reported down until it does"
-                        );
-                        w.stuck = true;
-                    }
-                    GpuSample {
-                        down_reason: Some("nvml_timeout".into()),
-                        ..device::down(&w.identity)
-                    }
                 }
-            };
-            if let Some(log) = xids.get(&w.identity.uuid) {
+            }
+            if let Some(log) = xids.get(&s.uuid) {
                 s.xid_counts = log.counts.clone();
                 s.last_xid = log.last;
                 s.xid_watched = true;
@@ -374,38 +366,34 @@ impl NvmlSource {
             gpus.push(s);
         }
         let mut errors = self.ledger.errors().clone();
-        let mut worker_restarts = Vec::new();
-        if let Backend::Process { node, .. } = &self.backend {
-            for (call, n) in node.errors() {
-                *errors.entry(call).or_default() += n;
-            }
-            for (reason, n) in &node.restarts {
-                worker_restarts.push(("node".to_owned(), *reason, *n));
-            }
-        }
+        let mut costs = self.ledger.costs().clone();
         for w in &self.gpus {
             for (call, n) in &w.errors {
                 *errors.entry(call).or_default() += n;
             }
-            let worker = if w.identity.uuid.is_empty() {
-                format!("index:{}", w.identity.index)
-            } else {
-                w.identity.uuid.clone()
-            };
-            for (reason, n) in w.restarts() {
-                worker_restarts.push((worker.clone(), reason, n));
+            for (call, c) in &w.costs {
+                *costs.entry(call).or_default() += *c;
             }
         }
         if self.timeouts > 0 {
-            errors.insert("gpu_timeout", self.timeouts);
+            *errors.entry("gpu_timeout").or_default() += self.timeouts;
         }
         NvmlSample {
-            driver_version: self.driver_version.clone(),
+            driver_version: String::new(),
             gpus,
             errors_by_call: errors,
-            worker_restarts,
+            worker_restarts: Vec::new(),
+            call_costs: costs,
             success: !failed,
-            duration_seconds: started.elapsed().as_secs_f64(),
+            duration_seconds: 0.0,
         }
+    }
+
+    /// GPUs whose call has been stuck past a deadline, and for how long.
+    fn stuck(&self) -> Vec<(u32, f64)> {
+        self.gpus
+            .iter()
+            .filter_map(|w| Some((w.identity.index, w.stuck_for()?.as_secs_f64())))
+            .collect()
     }
 }

@@ -47,7 +47,7 @@ pub struct NvmlArgs {
     pub collect_gpm: Option<String>,
     #[arg(long = "no-collect.gpm", hide = true, overrides_with = "collect_gpm")]
     pub no_collect_gpm: bool,
-    /// Where NVML runs: `process` (a worker process per GPU, restarted if the driver library crashes: a fault costs that GPU's samples, never the exporter; docs/reliability.md) or `thread` (in the exporter itself: ~30 MiB less resident memory on 4 GPUs, but a driver-library crash takes the exporter down) [default: process].
+    /// Where NVML runs: `process` (one worker process for the node, restarted if the driver library crashes or hangs: a fault costs every GPU one sample, never the exporter, and a GPU that faults moves to a worker of its own; docs/reliability.md) or `thread` (in the exporter itself: one process less, but a driver-library crash takes the exporter down) [default: process].
     #[arg(long = "nvml.isolation", env = "TESSERA_NVML_ISOLATION")]
     pub nvml_isolation: Option<String>,
 }

@@ -225,7 +225,10 @@ fn apply_utilization(
             .min()
             .unwrap_or(0);
         let mut sums: HashMap<u32, (f64, f64, u32)> = HashMap::new();
-        let samples = match read_samples(&mut reader.buffer, &gpu.handle, since) {
+        let read = ledger.timed("process_utilization", || {
+            read_samples(&mut reader.buffer, &gpu.handle, since)
+        });
+        let samples = match read {
             Ok(n) => &reader.buffer[..n],
             Err(NvmlError::NotFound) => &[],
             Err(e) => {

@@ -56,7 +56,7 @@ fn read_one(
     if ledger.knows_unsupported(key, call) {
         return None;
     }
-    let samples = match fetch(mark.unwrap_or(0)) {
+    let samples = match ledger.timed(call, || fetch(mark.unwrap_or(0))) {
         Ok(s) => s,
         // No sample newer than the mark: nothing new to average, which is not a failure. A
         // sample taken between the count and the fetch leaves the next read to pick it up.

@@ -3,33 +3,30 @@
 //! once its stuck call has returned.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::time::Instant;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::{Duration, Instant};
 
 use nvml_wrapper::{Device, Nvml};
 
+use super::isolate::crash_note;
+use super::isolate::protocol::{GpuReply as Reply, Restarts};
 use super::ledger::CallLedger;
+use super::relay::{Before, Relay};
 use super::{device, mig, process, GpuState, NvmlOptions};
-use crate::model::GpuSample;
+use crate::model::{CallCost, GpuSample};
 
-pub struct Reply {
-    pub sample: GpuSample,
-    /// This GPU's failures per call since start.
-    pub errors: BTreeMap<&'static str, u64>,
-    pub failed: bool,
-}
+/// The reason a GPU is down when its sample missed `--nvml.timeout`.
+pub const DOWN_TIMEOUT: &str = "nvml_timeout";
 
 pub struct GpuWorker {
     pub identity: GpuSample,
-    requests: Sender<bool>,
-    replies: Receiver<Reply>,
-    /// A request is out and not answered yet.
-    busy: bool,
-    /// Missed the last deadline; logged once per episode.
-    pub stuck: bool,
+    relay: Relay<Reply>,
+    /// When it first missed a deadline in the current episode (logged once per episode).
+    stuck_since: Option<Instant>,
     pub errors: BTreeMap<&'static str, u64>,
+    pub costs: BTreeMap<&'static str, CallCost>,
     /// Restarts of this GPU's worker process, by reason (empty for a worker thread).
-    restarts: super::isolate::supervise::Restarts,
+    restarts: Restarts,
 }
 
 pub enum Outcome {
@@ -45,48 +42,40 @@ impl GpuWorker {
         key: String,
         opts: NvmlOptions,
     ) -> std::io::Result<Self> {
-        let (requests, jobs) = channel::<bool>();
-        let (answers, replies) = channel();
         let mut state = GpuState::new(handle, identity.clone(), key);
         state.collect_gpm = opts.collect_gpm;
-        std::thread::Builder::new()
-            .name(format!("tessera-gpu{}", identity.index))
-            .spawn(move || serve(nvml, state, opts, jobs, answers))?;
-        Ok(Self::new(identity, requests, replies, Default::default()))
+        let index = identity.index;
+        let relay = Relay::spawn(format!("tessera-gpu{index}"), move |jobs, answers| {
+            crash_note::set_gpu(index);
+            serve(nvml, state, opts, jobs, answers)
+        })?;
+        Ok(Self::new(identity, relay, Restarts::default()))
     }
 
-    fn new(
-        identity: GpuSample,
-        requests: Sender<bool>,
-        replies: Receiver<Reply>,
-        restarts: super::isolate::supervise::Restarts,
-    ) -> Self {
-        Self {
-            identity,
-            requests,
-            replies,
-            busy: false,
-            stuck: false,
-            errors: BTreeMap::new(),
-            restarts,
-        }
-    }
-
-    /// A GPU sampled by a worker process, relayed by a supervisor thread.
-    pub fn spawn_supervisor(
-        supervisor: super::isolate::supervise::GpuSupervisor,
+    /// A GPU sampled elsewhere (its own worker process): `relay` runs on a thread of its own,
+    /// answering each request on `jobs` with exactly one reply.
+    pub fn spawn_relay(
+        index: u32,
+        restarts: Restarts,
+        relay: impl FnOnce(Receiver<bool>, Sender<Reply>) + Send + 'static,
     ) -> std::io::Result<Self> {
-        let (requests, jobs) = channel::<bool>();
-        let (answers, replies) = channel();
         let identity = GpuSample {
-            index: supervisor.index,
+            index,
             ..Default::default()
         };
-        let restarts = supervisor.restarts.clone();
-        std::thread::Builder::new()
-            .name(format!("tessera-gpu{}", supervisor.index))
-            .spawn(move || supervisor.run(jobs, answers))?;
-        Ok(Self::new(identity, requests, replies, restarts))
+        let relay = Relay::spawn(format!("tessera-gpu{index}"), relay)?;
+        Ok(Self::new(identity, relay, restarts))
+    }
+
+    fn new(identity: GpuSample, relay: Relay<Reply>, restarts: Restarts) -> Self {
+        Self {
+            identity,
+            relay,
+            stuck_since: None,
+            errors: BTreeMap::new(),
+            costs: BTreeMap::new(),
+            restarts,
+        }
     }
 
     pub fn restarts(&self) -> Vec<(&'static str, u64)> {
@@ -97,36 +86,20 @@ impl GpuWorker {
     }
 
     /// Asks for a fresh sample unless the previous request is still stuck in the driver. A
-    /// late answer to an old request is dropped: it describes the past.
+    /// late answer to an old request is dropped, its counts kept: it describes the past.
     pub fn request(&mut self, slow_due: bool) {
-        if self.busy {
-            match self.replies.try_recv() {
-                Ok(late) => {
-                    self.errors = late.errors;
-                    self.busy = false;
-                }
-                Err(TryRecvError::Empty) => return,
-                Err(TryRecvError::Disconnected) => {
-                    self.busy = false;
-                    return;
-                }
-            }
+        if let Before::Late(late) = self.relay.request(slow_due) {
+            self.errors = late.errors;
+            self.costs = late.costs;
         }
-        self.busy = self.requests.send(slow_due).is_ok();
     }
 
     /// Waits until `deadline` for the answer; the sample is `None` when it is late.
     pub fn collect(&mut self, deadline: Instant) -> (Option<GpuSample>, Outcome) {
-        if !self.busy {
-            return (None, Outcome::Late);
-        }
-        match self
-            .replies
-            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
-            Ok(reply) => {
-                self.busy = false;
+        match self.relay.collect(deadline) {
+            Some(reply) => {
                 self.errors = reply.errors;
+                self.costs = reply.costs;
                 (
                     Some(reply.sample),
                     Outcome::Answered {
@@ -134,10 +107,44 @@ impl GpuWorker {
                     },
                 )
             }
-            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
-                (None, Outcome::Late)
+            None => (None, Outcome::Late),
+        }
+    }
+
+    /// This cycle's sample, or the GPU's series down when it missed `deadline` (`timeout`
+    /// after the request, for the log).
+    pub fn sample_or_down(&mut self, deadline: Instant, timeout: Duration) -> (GpuSample, Outcome) {
+        match self.collect(deadline) {
+            (Some(s), outcome) => {
+                if !s.uuid.is_empty() {
+                    self.identity = device::identity_of(&s);
+                }
+                if self.stuck_since.take().is_some() {
+                    tracing::info!(uuid = %self.identity.uuid, "GPU answers again");
+                }
+                (s, outcome)
+            }
+            (None, _) => {
+                if self.stuck_since.is_none() {
+                    tracing::warn!(
+                        uuid = %self.identity.uuid,
+                        ?timeout,
+                        "GPU did not answer in time (a hung NVML call); reported down until it does"
+                    );
+                    self.stuck_since = Some(Instant::now());
+                }
+                let down = GpuSample {
+                    down_reason: Some(DOWN_TIMEOUT.into()),
+                    ..device::down(&self.identity)
+                };
+                (down, Outcome::Late)
             }
         }
+    }
+
+    /// How long its call has been stuck, when it is.
+    pub fn stuck_for(&self) -> Option<Duration> {
+        self.stuck_since.map(|t| t.elapsed())
     }
 }
 
@@ -203,6 +210,7 @@ pub fn sample_once(
     Reply {
         sample: s,
         errors: ledger.errors().clone(),
+        costs: ledger.costs().clone(),
         failed: ledger.cycle_failed(),
     }
 }

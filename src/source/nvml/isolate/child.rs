@@ -1,13 +1,14 @@
 //! The worker process: loads NVML, then answers one request per line until its input closes.
+//! The node's worker samples its GPUs as `--nvml.isolation=thread` does in the exporter: a
+//! thread per GPU, the GPM gate between them, a deadline per sample.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::worker::{sample_once, CycleState};
-use super::super::{device, events, open, GpuState, Isolation, NvmlOptions};
-use super::{crash_note, Message, Request, Role, WorkerConfig};
+use super::super::{device, open, GpuState, Isolation, NvmlOptions, NvmlSource};
+use super::{as_text, crash_note, Message, Request, Role, WorkerConfig};
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -45,10 +46,6 @@ fn write(out: &mut impl Write, message: &Message) -> Result<(), WorkerError> {
         .map_err(WorkerError::Output)
 }
 
-fn text_keys(errors: &BTreeMap<&'static str, u64>) -> BTreeMap<String, u64> {
-    errors.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
-}
-
 /// Runs a worker; `Ok` when the supervisor closed its input.
 pub fn run(config_json: &str) -> Result<(), WorkerError> {
     let config: WorkerConfig = serde_json::from_str(config_json).map_err(WorkerError::Config)?;
@@ -77,41 +74,31 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
         collect_mig: config.collect_mig,
         collect_gpm: config.collect_gpm,
         isolation: Isolation::Thread,
-        gpu_timeout: Duration::from_secs(2),
+        gpu_timeout: Duration::from_millis(config.gpu_timeout_ms.max(1)),
         ..NvmlOptions::default()
     };
     let requests = std::io::stdin().lock().lines();
     match config.role {
-        Role::Node => {
-            let driver_version = nvml.sys_driver_version().unwrap_or_default();
-            write(&mut out, &Message::NodeReady { driver_version })?;
-            let xids: events::Counters = Arc::default();
-            let _watcher = events::XidWatcher::start(nvml, xids.clone())
-                .map_err(|e| tracing::warn!(error = %e, "cannot start the XID watcher thread"))
-                .ok();
-            let mut ledger = super::super::ledger::CallLedger::default();
+        Role::Node { except } => {
+            let except: BTreeSet<u32> = except.into_iter().collect();
+            let mut source = NvmlSource::on_threads(nvml, opts, except, true);
+            write(
+                &mut out,
+                &Message::NodeReady {
+                    driver_version: source.driver_version.clone(),
+                },
+            )?;
             for line in requests {
                 let Ok(line) = line else { break };
-                if serde_json::from_str::<Request>(&line).is_err() {
+                let Ok(request) = serde_json::from_str::<Request>(&line) else {
                     continue;
-                }
-                ledger.begin_cycle();
-                let device_count = ledger
-                    .call("node", "device_count", || nvml.device_count())
-                    .ok();
-                let xids = xids.lock().map(|m| m.clone()).unwrap_or_default();
-                write(
-                    &mut out,
-                    &Message::Node {
-                        device_count,
-                        xids: xids.into_iter().collect(),
-                        errors: text_keys(ledger.errors()),
-                        failed: ledger.cycle_failed(),
-                    },
-                )?;
+                };
+                let reply = source.node_reply(request.slow_due);
+                write(&mut out, &Message::Node(Box::new(reply)))?;
             }
         }
         Role::Gpu(index) => {
+            crash_note::set_gpu(index);
             let mut cycle = CycleState::default();
             let key = format!("index:{index}");
             let handle = match nvml.device_by_index(index) {
@@ -152,7 +139,8 @@ pub fn run(config_json: &str) -> Result<(), WorkerError> {
                     &mut out,
                     &Message::Gpu {
                         sample: Box::new(reply.sample),
-                        errors: text_keys(&reply.errors),
+                        errors: as_text(&reply.errors),
+                        costs: as_text(&reply.costs),
                         failed: reply.failed,
                     },
                 )?;

@@ -1,33 +1,56 @@
-//! What a worker process says as it dies inside the driver library: the signal and the NVML
-//! call it was in, written to stderr by a signal handler so that the supervisor can log and
-//! count the fault by call.
+//! What a worker process says as it dies inside the driver library: the signal, the NVML call
+//! it was in and the GPU whose thread made it, written to stderr by a signal handler so that
+//! the supervisor can log and count the fault by call, and move a GPU that faults to a worker
+//! of its own.
 
+use std::cell::Cell;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// The line's prefix, which the supervisor looks for in the worker's stderr.
 pub const MARK: &str = "tessera-nvml-worker: fatal signal ";
+const IN_CALL: &str = " in NVML call ";
+const ON_GPU: &str = " on GPU ";
 
-static CALL_PTR: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
-static CALL_LEN: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // Const-initialised and without a destructor: reading them is a plain thread-local load,
+    // safe in a signal handler, which runs on the thread that faulted.
+    static CALL: Cell<&'static str> = const { Cell::new("") };
+    static GPU: Cell<Option<u32>> = const { Cell::new(None) };
+}
 
-/// Names the NVML call about to be made. Two stores per call: cheap enough to do for every
-/// call, in thread mode too, where nothing reads them.
+/// Names the NVML call about to be made on this thread. One thread-local store per call: cheap
+/// enough to do for every call, in thread mode too, where nothing reads it.
 pub fn set_call(name: &'static str) {
-    CALL_LEN.store(0, Ordering::Relaxed);
-    CALL_PTR.store(name.as_ptr().cast_mut(), Ordering::Relaxed);
-    CALL_LEN.store(name.len(), Ordering::Release);
+    let _ = CALL.try_with(|c| c.set(name));
+}
+
+/// Marks this thread as the one sampling GPU `index`.
+pub fn set_gpu(index: u32) {
+    let _ = GPU.try_with(|g| g.set(Some(index)));
 }
 
 fn current_call() -> &'static [u8] {
-    let len = CALL_LEN.load(Ordering::Acquire);
-    let ptr = CALL_PTR.load(Ordering::Relaxed);
-    if ptr.is_null() || len == 0 {
-        return b"(none)";
+    match CALL.try_with(Cell::get) {
+        Ok(name) if !name.is_empty() => name.as_bytes(),
+        _ => b"(none)",
     }
-    // SAFETY: ptr and len come from one `&'static str` stored by `set_call` on the thread that
-    // faults (the worker samples on one thread), so they describe live, immutable bytes.
-    unsafe { std::slice::from_raw_parts(ptr, len) }
+}
+
+fn current_gpu() -> Option<u32> {
+    GPU.try_with(Cell::get).ok().flatten()
+}
+
+/// Writes `n` in decimal into `buf` without allocating; returns the digits written.
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
 }
 
 pub fn signal_name(sig: c_int) -> &'static str {
@@ -58,18 +81,31 @@ fn fill(buf: &mut [u8], parts: &[&[u8]]) -> usize {
     n
 }
 
-extern "C" fn on_fatal(sig: c_int) {
-    let mut buf = [0u8; 256];
-    let n = fill(
-        &mut buf,
+/// The dying line for `sig` on this thread, without allocating.
+fn note(sig: c_int, buf: &mut [u8; 256]) -> usize {
+    let mut digits = [0u8; 10];
+    let gpu = current_gpu();
+    let (on_gpu, index): (&[u8], &[u8]) = match gpu {
+        Some(i) => (ON_GPU.as_bytes(), decimal(i, &mut digits)),
+        None => (b"", b""),
+    };
+    fill(
+        buf,
         &[
             MARK.as_bytes(),
             signal_name(sig).as_bytes(),
-            b" in NVML call ",
+            IN_CALL.as_bytes(),
             current_call(),
+            on_gpu,
+            index,
             b"\n",
         ],
-    );
+    )
+}
+
+extern "C" fn on_fatal(sig: c_int) {
+    let mut buf = [0u8; 256];
+    let n = note(sig, &mut buf);
     // SAFETY: write(2) and raise(3) are async-signal-safe; buf is a live local. The handler was
     // installed with SA_RESETHAND, so raising again ends the process with the same signal.
     unsafe {
@@ -100,11 +136,28 @@ pub fn install() {
     }
 }
 
-/// The call named by a worker's dying line, if `line` is one.
-pub fn parse(line: &str) -> Option<(String, String)> {
+/// What a worker's dying line says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub signal: String,
+    pub call: String,
+    /// The GPU whose sampling thread faulted; `None` for a node-wide call.
+    pub gpu: Option<u32>,
+}
+
+/// The note in `line`, if it is a worker's dying line.
+pub fn parse(line: &str) -> Option<Note> {
     let rest = line.split_once(MARK)?.1;
-    let (signal, call) = rest.split_once(" in NVML call ")?;
-    Some((signal.trim().to_owned(), call.trim().to_owned()))
+    let (signal, rest) = rest.split_once(IN_CALL)?;
+    let (call, gpu) = match rest.split_once(ON_GPU) {
+        Some((call, gpu)) => (call, gpu.trim().parse().ok()),
+        None => (rest, None),
+    };
+    Some(Note {
+        signal: signal.trim().to_owned(),
+        call: call.trim().to_owned(),
+        gpu,
+    })
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{crash_note, Message, Request, WorkerConfig, WORKER_ARG};
+use super::crash_note::{self, Note};
+use super::{Message, Request, WorkerConfig, WORKER_ARG};
 
 /// How a worker was lost.
 #[derive(Debug)]
@@ -18,11 +19,13 @@ pub enum Lost {
     Spawn(std::io::Error),
     /// No answer within the deadline; the worker has been killed.
     Hung,
+    /// One of its GPUs' calls stopped returning; the worker has been killed to free it.
+    GpuStuck { gpu: u32, seconds: f64 },
     /// It exited or was killed by a signal.
     Died {
         status: Option<ExitStatus>,
-        /// Signal and NVML call from its dying line, when it wrote one.
-        note: Option<(String, String)>,
+        /// Signal, NVML call and GPU from its dying line, when it wrote one.
+        note: Option<Note>,
     },
     /// It wrote something that is not an answer; it has been killed.
     Garbled(String),
@@ -36,14 +39,37 @@ impl Lost {
         }
     }
 
+    /// Whether it was killed for not answering (the `hung` restart reason).
+    pub fn hung(&self) -> bool {
+        matches!(self, Lost::Hung | Lost::GpuStuck { .. })
+    }
+
+    /// The GPU the loss is pinned on: the one whose thread faulted or hung.
+    pub fn gpu(&self) -> Option<u32> {
+        match self {
+            Lost::GpuStuck { gpu, .. } => Some(*gpu),
+            Lost::Died {
+                note: Some(Note { gpu, .. }),
+                ..
+            } => *gpu,
+            _ => None,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Lost::Spawn(e) => format!("could not start: {e}"),
             Lost::Hung => "stopped answering and was killed".into(),
+            Lost::GpuStuck { gpu, seconds } => {
+                format!("was killed: GPU {gpu}'s NVML call had not returned for {seconds:.1} s")
+            }
             Lost::Died {
-                note: Some((signal, call)),
+                note: Some(Note { signal, call, gpu }),
                 ..
-            } => format!("died of {signal} in NVML call {call}"),
+            } => match gpu {
+                Some(g) => format!("died of {signal} in NVML call {call} on GPU {g}"),
+                None => format!("died of {signal} in NVML call {call}"),
+            },
             Lost::Died { status, note: None } => match status {
                 Some(s) => format!("exited ({s})"),
                 None => "exited".into(),
@@ -57,7 +83,7 @@ pub struct Link {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
-    note: Arc<Mutex<Option<(String, String)>>>,
+    note: Arc<Mutex<Option<Note>>>,
     stderr_done: Receiver<()>,
 }
 
@@ -104,11 +130,17 @@ impl Link {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the worker when
-        // the thread that started it ends, so no worker outlives its supervisor.
+        // SAFETY: prctl and signal are async-signal-safe. PDEATHSIG asks the kernel to kill the
+        // worker when the thread that started it ends, so no worker outlives its supervisor.
+        // A stop signal sent to the whole process group (Ctrl-C in a terminal, systemd's
+        // control-group stop, `kill -- -PGID`) is the exporter's to act on: it stops, closing
+        // its workers' input, and they exit. A worker dying of the signal first would be logged
+        // as a crash on every rollout. An ignored signal stays ignored across exec.
         unsafe {
             command.pre_exec(|| {
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                libc::signal(libc::SIGTERM, libc::SIG_IGN);
                 Ok(())
             });
         }

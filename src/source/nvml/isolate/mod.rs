@@ -1,92 +1,38 @@
-//! NVML in worker processes (`--nvml.isolation=process`, the default).
+//! NVML in a worker process (`--nvml.isolation=process`, the default).
 //!
 //! NVML is a closed library inside the exporter's address space: a fault in it (a SIGSEGV, an
 //! abort) would take every GPU's metrics, `/metrics` itself and the in-memory activity windows
-//! with it. So the process that serves HTTP never loads it. Each GPU is sampled by a worker
-//! process of its own (this same binary, `tessera __nvml-worker`), and one more worker answers
-//! the node-wide calls (device count, driver version, XID events). A worker that dies costs its
-//! GPU's samples until it is restarted, at once and then with backoff; its restarts are counted
-//! (`tessera_nvml_worker_restarts_total`) and logged with the signal and the NVML call it died
-//! in. Everything that must outlive a worker (activity windows, probe state, counters) lives in
+//! with it. So the process that serves HTTP never loads it. One worker process (this same
+//! binary, `tessera __nvml-worker`) samples the node: the node-wide calls (device count, driver
+//! version, XID events) and every GPU, each on a thread of its own with the GPM gate between
+//! them, exactly as `--nvml.isolation=thread` does in the exporter. A worker that dies costs
+//! every GPU it sampled one sample: it is restarted at once (then with backoff), its restarts
+//! are counted (`tessera_nvml_worker_restarts_total`) and logged with the signal, the NVML call
+//! and the GPU it died in.
+//!
+//! A GPU that faults there (its thread is named in the dying line) or whose calls stop
+//! returning (stuck past the hang limit) moves to a worker of its own, as every GPU had before:
+//! from then on its faults cost only itself. So a node whose GPUs never fault pays for one
+//! worker, and a GPU that keeps faulting cannot keep the others dark.
+//!
+//! Everything that must outlive a worker (activity windows, probe state, counters) lives in
 //! the serving process; counters a worker kept (failed calls, XIDs) continue from where the dead
 //! worker left them, so none goes backwards.
-//!
-//! Requests and answers are JSON lines on the worker's stdin and stdout; its stderr is the log,
-//! forwarded line by line.
 
+pub mod backend;
 pub mod child;
 pub mod crash_note;
 pub mod link;
 pub mod node;
+pub mod protocol;
 pub mod supervise;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
+use crate::model::CallCost;
 
-use super::events::XidLog;
-use crate::model::GpuSample;
-
-/// The argument that turns the binary into a worker; `main.rs` checks for it first.
-pub const WORKER_ARG: &str = "__nvml-worker";
-
-/// What a worker is for.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// Device count, driver version and XID events for every GPU.
-    Node,
-    /// Every per-GPU call for the GPU at this NVML index.
-    Gpu(u32),
-}
-
-/// Everything a worker needs, passed as one JSON argument.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct WorkerConfig {
-    pub role: Role,
-    pub library: Option<PathBuf>,
-    pub procfs: PathBuf,
-    pub slow_interval_ms: u64,
-    pub process_interval_ms: u64,
-    pub collect_processes: bool,
-    pub collect_mig: bool,
-    pub collect_gpm: bool,
-    pub log_level: String,
-    pub log_json: bool,
-}
-
-/// Supervisor to worker: one line per sample.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Request {
-    pub slow_due: bool,
-}
-
-/// Worker to supervisor.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Message {
-    /// NVML is up in the worker (the first line a node worker writes).
-    NodeReady { driver_version: String },
-    /// The GPU's identity (the first line a GPU worker writes).
-    GpuReady { identity: Box<GpuSample> },
-    /// NVML could not start; the worker exits after this line.
-    InitFailed { not_found: bool, message: String },
-    /// One node-wide sample.
-    Node {
-        device_count: Option<u32>,
-        xids: BTreeMap<String, XidLog>,
-        errors: BTreeMap<String, u64>,
-        failed: bool,
-    },
-    /// One GPU's sample.
-    Gpu {
-        sample: Box<GpuSample>,
-        errors: BTreeMap<String, u64>,
-        failed: bool,
-    },
-}
+pub use protocol::{Message, Request, Role, WorkerConfig, WORKER_ARG};
 
 /// Call names come back from workers as text; the exposition wants `&'static str`. The set is
 /// the calls tessera makes (a few dozen), so each is leaked once; a worker inventing names
@@ -108,15 +54,24 @@ pub fn intern(name: &str) -> &'static str {
 
 /// A cumulative counter kept by a worker that may die and start again from zero: the total
 /// carries on from the dead worker's last figure, so it never goes backwards.
-#[derive(Debug, Default, Clone)]
-pub struct CarriedCounts<K: Ord + Clone> {
-    carried: BTreeMap<K, u64>,
-    current: BTreeMap<K, u64>,
+#[derive(Debug, Clone)]
+pub struct CarriedCounts<K: Ord + Clone, V = u64> {
+    carried: BTreeMap<K, V>,
+    current: BTreeMap<K, V>,
 }
 
-impl<K: Ord + Clone> CarriedCounts<K> {
+impl<K: Ord + Clone, V> Default for CarriedCounts<K, V> {
+    fn default() -> Self {
+        CarriedCounts {
+            carried: BTreeMap::new(),
+            current: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Clone, V: Copy + Default + std::ops::AddAssign> CarriedCounts<K, V> {
     /// The live worker's counts, as it reports them.
-    pub fn update(&mut self, current: BTreeMap<K, u64>) {
+    pub fn update(&mut self, current: BTreeMap<K, V>) {
         self.current = current;
     }
 
@@ -127,13 +82,51 @@ impl<K: Ord + Clone> CarriedCounts<K> {
         }
     }
 
-    pub fn totals(&self) -> BTreeMap<K, u64> {
+    pub fn totals(&self) -> BTreeMap<K, V> {
         let mut out = self.carried.clone();
         for (k, v) in &self.current {
-            *out.entry(k.clone()).or_default() += v;
+            *out.entry(k.clone()).or_default() += *v;
         }
         out
     }
+}
+
+/// What a worker counts per call that must outlive it: failed calls and what calls cost.
+#[derive(Debug, Default)]
+pub struct CallBooks {
+    errors: CarriedCounts<&'static str>,
+    costs: CarriedCounts<&'static str, CallCost>,
+}
+
+impl CallBooks {
+    /// The live worker's figures, as it reports them.
+    pub fn update(&mut self, errors: &BTreeMap<String, u64>, costs: &BTreeMap<String, CallCost>) {
+        self.errors.update(interned(errors));
+        self.costs.update(interned(costs));
+    }
+
+    pub fn worker_died(&mut self) {
+        self.errors.worker_died();
+        self.costs.worker_died();
+    }
+
+    pub fn errors(&self) -> BTreeMap<&'static str, u64> {
+        self.errors.totals()
+    }
+
+    pub fn costs(&self) -> BTreeMap<&'static str, CallCost> {
+        self.costs.totals()
+    }
+}
+
+/// A worker's per-call map, its call names interned.
+pub fn interned<V: Copy>(by_call: &BTreeMap<String, V>) -> BTreeMap<&'static str, V> {
+    by_call.iter().map(|(k, v)| (intern(k), *v)).collect()
+}
+
+/// A per-call map as a worker sends it.
+pub fn as_text<V: Copy>(by_call: &BTreeMap<&'static str, V>) -> BTreeMap<String, V> {
+    by_call.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
 }
 
 /// Why a worker was restarted: the label of `tessera_nvml_worker_restarts_total`.

@@ -1,21 +1,17 @@
-//! A GPU's supervisor: a thread of the serving process that keeps one worker process alive for
-//! its GPU and relays requests to it. It speaks the same channels as an in-process GPU worker
-//! thread, so the sampler cannot tell them apart, except that a worker which dies is answered
-//! for at once (the GPU down, with why) and started again.
+//! The supervisor of a GPU with a worker process of its own (one that faulted or hung in the
+//! node's worker): a thread of the serving process that keeps the worker alive and relays
+//! requests to it. It speaks the same channels as an in-process GPU thread, so the sampler
+//! cannot tell them apart, except that a worker which dies is answered for at once (the GPU
+//! down, with why) and started again.
 
-use std::collections::BTreeMap;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::super::device;
-use super::super::worker::Reply;
 use super::link::{Link, Lost, Spawner};
-use super::{intern, restart_reason, CarriedCounts, Message, Request, WorkerConfig};
+use super::protocol::{GpuReply as Reply, Restarts};
+use super::{restart_reason, CallBooks, Message, Request, WorkerConfig};
 use crate::model::GpuSample;
-
-/// Restarts of one worker by reason, shared with the sampler for the exposition.
-pub type Restarts = Arc<Mutex<BTreeMap<&'static str, u64>>>;
 
 /// How long a new worker may take to load NVML and name its GPU.
 pub const START_LIMIT: Duration = Duration::from_secs(30);
@@ -71,39 +67,27 @@ impl GpuSupervisor {
             index: self.index,
             ..Default::default()
         };
-        let mut errors = CarriedCounts::<&'static str>::default();
+        let mut books = CallBooks::default();
         let mut failures_in_a_row: u32 = 0;
         loop {
-            let lost = match self.start(&mut identity) {
+            match self.start(&mut identity) {
                 Ok(mut link) => {
-                    let lost = self.serve(&mut link, &jobs, &answers, &identity, &mut errors);
-                    match lost {
-                        Served::Answered(lost) => {
-                            failures_in_a_row = 0;
-                            lost
+                    match self.serve(&mut link, &jobs, &answers, &identity, &mut books) {
+                        Served::Lost { answered } => {
+                            if answered {
+                                failures_in_a_row = 0;
+                            }
                         }
-                        Served::Nothing(lost) => lost,
-                        Served::HungUp => return,
+                        Served::HungUp => {
+                            // The exporter is stopping; dropping the link kills the worker.
+                            tracing::debug!(gpu = self.index, "stopping the GPU's NVML worker");
+                            return;
+                        }
                     }
                 }
-                Err(lost) => lost,
-            };
+                Err(lost) => self.book(&lost, &identity, &mut books),
+            }
             failures_in_a_row += 1;
-            errors.worker_died();
-            let reason = restart_reason(lost.status(), matches!(lost, Lost::Hung));
-            *self
-                .restarts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .entry(reason)
-                .or_default() += 1;
-            tracing::error!(
-                gpu = self.index,
-                uuid = %identity.uuid,
-                reason,
-                "NVML worker {}; its GPU reports down until a new one answers",
-                lost.describe()
-            );
             // The first restart is immediate; a worker that keeps dying is retried ever more
             // slowly, its GPU answered for as down in the meantime.
             if failures_in_a_row > 1 {
@@ -119,7 +103,8 @@ impl GpuSupervisor {
                         Ok(_) => {
                             let reply = Reply {
                                 sample: down(&identity, DOWN_WORKER_STARTING),
-                                errors: errors.totals(),
+                                errors: books.errors(),
+                                costs: books.costs(),
                                 failed: true,
                             };
                             if answers.send(reply).is_err() {
@@ -134,22 +119,36 @@ impl GpuSupervisor {
         }
     }
 
+    /// Books a lost worker: what it counted carried, the restart counted and logged.
+    fn book(&self, lost: &Lost, identity: &GpuSample, books: &mut CallBooks) {
+        books.worker_died();
+        let reason = restart_reason(lost.status(), lost.hung());
+        *self
+            .restarts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(reason)
+            .or_default() += 1;
+        tracing::error!(
+            gpu = self.index,
+            uuid = %identity.uuid,
+            reason,
+            "NVML worker {}; its GPU reports down until a new one answers",
+            lost.describe()
+        );
+    }
+
+    /// Relays requests to `link` until it is lost (booked, and the request answered for as
+    /// down, before this returns) or the sampler hangs up.
     fn serve(
         &self,
         link: &mut Link,
         jobs: &Receiver<bool>,
         answers: &Sender<Reply>,
         identity: &GpuSample,
-        errors: &mut CarriedCounts<&'static str>,
+        books: &mut CallBooks,
     ) -> Served {
         let mut answered = false;
-        let end = |lost: Lost, answered: bool| {
-            if answered {
-                Served::Answered(lost)
-            } else {
-                Served::Nothing(lost)
-            }
-        };
         loop {
             let Ok(slow_due) = jobs.recv() else {
                 return Served::HungUp;
@@ -160,26 +159,36 @@ impl GpuSupervisor {
             let reply = match result {
                 Ok(Message::Gpu {
                     sample,
-                    errors: counted,
+                    errors,
+                    costs,
                     failed,
                 }) => {
-                    errors.update(counted.iter().map(|(k, v)| (intern(k), *v)).collect());
+                    books.update(&errors, &costs);
                     answered = true;
                     Reply {
                         sample: *sample,
-                        errors: errors.totals(),
+                        errors: books.errors(),
+                        costs: books.costs(),
                         failed,
                     }
                 }
-                Ok(other) => {
-                    link.kill();
-                    let lost = Lost::Garbled(format!("{other:?}"));
-                    self.answer_down(answers, identity, errors);
-                    return end(lost, answered);
-                }
-                Err(lost) => {
-                    self.answer_down(answers, identity, errors);
-                    return end(lost, answered);
+                other => {
+                    let lost = match other {
+                        Ok(garbled) => {
+                            link.kill();
+                            Lost::Garbled(format!("{garbled:?}"))
+                        }
+                        Err(lost) => lost,
+                    };
+                    // Booked first, so the sample that shows the GPU down counts the restart.
+                    self.book(&lost, identity, books);
+                    let _ = answers.send(Reply {
+                        sample: down(identity, DOWN_WORKER_DIED),
+                        errors: books.errors(),
+                        costs: books.costs(),
+                        failed: true,
+                    });
+                    return Served::Lost { answered };
                 }
             };
             if answers.send(reply).is_err() {
@@ -187,26 +196,12 @@ impl GpuSupervisor {
             }
         }
     }
-
-    fn answer_down(
-        &self,
-        answers: &Sender<Reply>,
-        identity: &GpuSample,
-        errors: &CarriedCounts<&'static str>,
-    ) {
-        let _ = answers.send(Reply {
-            sample: down(identity, DOWN_WORKER_DIED),
-            errors: errors.totals(),
-            failed: true,
-        });
-    }
 }
 
+/// How serving a worker ended.
 enum Served {
-    /// The worker was lost after answering at least once.
-    Answered(Lost),
-    /// The worker was lost before its first answer.
-    Nothing(Lost),
+    /// The worker was lost, after answering at least once or not.
+    Lost { answered: bool },
     /// The sampler is gone: stop.
     HungUp,
 }
