@@ -14,8 +14,8 @@
 //! - `energy/`: `energy` itself (plain types), `floor`, `split`, `ledger`;
 //! - `view/`, what the exporter shows: `view` itself (plain types), filled by `limits` and
 //!   `billing`;
-//! - `join/`, which runs them all: `device`, one device's pipeline, `energy`, the energy
-//!   split once every GPU is built, then `join` itself;
+//! - `join/`, which runs them all: `device`, one device's pipeline, `energy_step`, the
+//!   energy split once every GPU is built, then `join` itself;
 //!   `testkit` (tests only) builds its inputs.
 
 pub mod cluster;

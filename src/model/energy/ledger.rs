@@ -26,6 +26,7 @@ pub fn step(
     present: &BTreeSet<EnergyKey>,
 ) -> Credits {
     acc.pending.add(charges, 1.0);
+    acc.pending_joules = acc.pending.total();
     acc.covered_seconds += covered.max(0.0);
     let Some(joules) = counter.filter(|j| j.is_finite()) else {
         return Credits::default();
@@ -92,6 +93,7 @@ fn to_nobody(acc: &mut GpuEnergy, reason: Remainder, joules: f64) {
 fn restart(acc: &mut GpuEnergy, joules: f64, now: f64) {
     acc.mark = Some(CounterMark { joules, at: now });
     acc.pending = Charges::default();
+    acc.pending_joules = 0.0;
     acc.covered_seconds = 0.0;
 }
 

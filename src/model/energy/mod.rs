@@ -135,7 +135,7 @@ pub enum Recipient {
 /// Energy by who it goes to, with the parts that sit beside the sum: each container's
 /// dynamic part (of its total) and the bounds on withheld dynamic energy (of `Nobody`'s).
 /// Joules, or power × seconds estimates of them while pending.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Charges {
     /// Adds up to the energy split: every joule goes to exactly one recipient.
     pub split: BTreeMap<Recipient, f64>,
@@ -204,8 +204,12 @@ pub struct GpuEnergy {
     /// The device counter the next increase is measured from; `None` until it is read.
     pub mark: Option<CounterMark>,
     /// Since the mark: each recipient's estimated share (power × seconds), to be scaled to
-    /// the counter's increase when it moves.
+    /// the counter's increase when it moves. Keyed by containers, which JSON cannot key by:
+    /// /debug/attribution shows its total.
+    #[serde(skip)]
     pub pending: Charges,
+    /// `pending`'s total, for /debug/attribution.
+    pub pending_joules: f64,
     /// Of the time since the mark, the seconds samples covered with a power reading.
     pub covered_seconds: f64,
     /// Energy given to nobody since tessera started, by reason (joules).

@@ -15,12 +15,12 @@ use super::view::{CollectorStatus, ProcessView, Snapshot};
 use super::NvmlSample;
 
 mod device;
-mod energy;
+mod energy_step;
 #[cfg(test)]
 pub mod testkit;
 
 use self::device::{accumulated, join_gpu, Ctx, GpuInputs};
-use self::energy::EnergyStep;
+use self::energy_step::EnergyStep;
 
 /// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
 /// evidence of idleness and is capped.
@@ -122,7 +122,7 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         views.push(join_gpu(on, g));
     }
     limits::fill_all(&mut views, inputs.cluster);
-    energy::fill_all(
+    energy_step::fill_all(
         &mut views,
         &EnergyStep {
             previous: inputs.previous,

@@ -229,5 +229,5 @@ pub(super) fn fill_all(gpus: &mut [GpuView], step: &EnergyStep<'_>) {
 }
 
 #[cfg(test)]
-#[path = "energy_tests.rs"]
+#[path = "energy_step_tests.rs"]
 mod tests;

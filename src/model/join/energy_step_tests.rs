@@ -277,6 +277,22 @@ fn an_idle_holder_pays_half_the_floor_and_none_of_its_busy_co_tenant_s_work() {
 }
 
 #[test]
+fn a_snapshot_mid_account_serialises_for_the_debug_page() {
+    // Between two counter readings estimates are pending, keyed by container: the debug page
+    // must still render (JSON keys are strings).
+    let n = node(vec![holder("a", &[G0])], &[("a", 10)]);
+    let mut run = Run::new(&n, 1);
+    for _ in 0..5 {
+        run.second(vec![gpu(G0, 0, 0.5, 300.0, &[(10, 0.5)])], &[(10, 0.9)]);
+    }
+    let s = run.snapshots.last().cloned().unwrap();
+    assert!(!s.gpus[0].energy.pending.is_empty());
+    let json = serde_json::to_value(&s).expect("the snapshot serialises");
+    assert!(json["gpus"][0]["energy"]["pending_joules"].as_f64() > Some(0.0));
+    assert!(json["gpus"][0]["containers"][0]["energy"]["joules"].is_object());
+}
+
+#[test]
 fn before_any_floor_is_known_a_shared_gpu_s_energy_goes_to_nobody_and_still_adds_up() {
     let n = node(
         vec![
