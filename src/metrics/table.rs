@@ -223,7 +223,7 @@ families! {
     GPU_CONTAINER_BUSY_LOWER = "gpu_container_busy_ratio_lower", Gauge, CONTAINER_LABELS, "CUDA probe: what the evidence bounds the container's busy ratio by from below: the time its kernels' solo durations explain (from the probes' timelines; absent without them, and for a process whose kernels outlast time slices). Where a probe traces in duty cycles, both bounds are read from its sample of the window (the timelines' window, 2 s behind) and widened by three standard errors of that sample. Published beside gpu_container_busy_ratio, and alone where that point figure is withheld (see gpu_compute_split_info). A bill that must not overcharge takes this.";
     GPU_CONTAINER_BUSY_UPPER = "gpu_container_busy_ratio_upper", Gauge, CONTAINER_LABELS, "CUDA probe: what the evidence bounds the container's busy ratio by from above: the union of its kernel spans, which also holds the slices it waited out (time-slicing) or its slowdown beside other clients (MPS). Capacity planning takes this.";
     GPU_CONTAINER_BUSY = "gpu_container_busy_seconds", Counter, CONTAINER_LABELS, "CUDA probe: seconds of device time the container's kernels used (gpu_container_busy_ratio integrated over samples).";
-    GPU_CONTAINER_IDLE_NOW = "gpu_container_idle", Gauge, CONTAINER_LABELS, "1 when the container held the device and was known idle this sample (see gpu_container_idle_seconds_total), 0 when busy or unknown (the idle alerts read the rate of gpu_container_idle_seconds_total, the same figure integrated over every sample).";
+    GPU_CONTAINER_IDLE_NOW = "gpu_container_idle", Gauge, CONTAINER_LABELS, "1 when the container held the device and was known idle this sample (see gpu_container_idle_seconds_total), 0 when busy or unknown (the idle alerts read the slope of gpu_container_idle_seconds_total, the same figure integrated over every sample).";
     GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device while known idle: the device idle, nothing of it running there, or all its processes quiet (no kernels by NVML or the probe and no CPU time).";
     GPU_CONTAINER_ACTIVITY_UNKNOWN = "gpu_container_activity_unknown_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device while no source could tell whether it was idle (counted neither idle nor busy).";
     GPU_CONTAINER_ENERGY = "gpu_container_energy_joules", Counter, CONTAINER_ENERGY_LABELS, "Energy of the device charged to the container, by what the compute split found it doing when charged (activity: idle, busy, unknown): its holding's part of the idle floor (split equally among holders, or by grant), and the power above the floor times its measured compute share (none while its share is withheld). Credited when the GPU's energy counter is read (--nvml.slow-interval). Idle energy is what an allocation burned doing nothing (docs/energy.md).";
@@ -299,7 +299,7 @@ pub const FULL_DETAIL_ONLY: &[Family] = &[
     GPU_PROCESS_BUSY_UPPER,
     GPU_PROCESS_KERNELS,
     GPU_PROCESS_MEMORY_UTILIZATION,
-    // Room for energy per container within ~60 series per GPU: the idle alerts read the rate
+    // Room for energy per container within ~60 series per GPU: the idle alerts read the slope
     // of gpu_container_idle_seconds_total (every sample counted, where this gauge is sampled
     // at scrapes), and nothing shipped reads the probe's integrated busy seconds.
     GPU_CONTAINER_IDLE_NOW,
