@@ -89,7 +89,7 @@ fn container_energy_carries_its_activity_before_the_pod_labels_and_nobody_s_its_
         labels: vec![("label_team".into(), "search".into())],
     });
     row.energy.joules.insert(State::Idle, 40.0);
-    row.energy.joules.insert(State::Busy, 360.0);
+    row.energy.joules.insert(State::NotIdle, 360.0);
     row.energy.dynamic_joules = 300.0;
     g.containers.push(row);
     g.energy.remainder.insert(Remainder::Withheld, 12.5);
@@ -108,7 +108,7 @@ fn container_energy_carries_its_activity_before_the_pod_labels_and_nobody_s_its_
         .collect();
     let has = |want: &str| lines.iter().any(|l| l.ends_with(want));
     assert!(
-        has(r#"workload="train",activity="busy",label_team="search"} 360.0"#),
+        has(r#"workload="train",activity="not-idle",label_team="search"} 360.0"#),
         "{lines:#?}"
     );
     assert!(has(

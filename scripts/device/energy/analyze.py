@@ -53,6 +53,11 @@ def pct(x):
 
 def main():
     header, phases, footer = load(sys.argv[1])
+    if header is None:
+        print("no header in the data: the driver failed before it started (see driver.log)")
+        print(f"failures: {(footer or {}).get('failures')}")
+        print("energy: 0 passed, 1 failed")
+        return
     print(f"# energy validation: {header.get('model')} (GPU {header.get('gpu')}), commit "
           f"{header.get('commit')}, cgroups {header.get('cgroups')}"
           f"{', DRY RUN: figures mean nothing' if header.get('dry') else ''}")
@@ -74,7 +79,7 @@ def main():
         dev = delta(r, "device_j")
         per = {}
         for pod in ("a", "b"):
-            per[pod] = {act: delta(r, "containers", f"{pod}/{act}") for act in ("idle", "busy", "unknown")}
+            per[pod] = {act: delta(r, "containers", f"{pod}/{act}") for act in ("idle", "not-idle")}
         nobody = {k: delta(r, "nobody", k) for k in r["end"]["tessera"]["nobody"]}
         charged = sum(sum(v.values()) for v in per.values()) + sum(nobody.values())
         cons = charged / dev if dev else None
@@ -90,14 +95,14 @@ def main():
     r = phases.get("a-alone")
     if r:
         dev = delta(r, "device_j")
-        a = sum(delta(r, "containers", f"a/{x}") for x in ("idle", "busy", "unknown"))
+        a = sum(delta(r, "containers", f"a/{x}") for x in ("idle", "not-idle"))
         share = a / dev if dev else None
         checks.append(("exclusive: a's part of the GPU's energy (a-alone)",
                        share is not None and abs(share - 1) <= 0.01, pct(share), "100 % ± 1 %"))
     r = phases.get("b-alone")
     if r and floor is not None:
         a_idle = delta(r, "containers", "a/idle")
-        a_other = delta(r, "containers", "a/busy") + delta(r, "containers", "a/unknown")
+        a_other = delta(r, "containers", "a/not-idle")
         half = floor / 2 * window(r)
         ratio = a_idle / half if half else None
         checks.append(("idle holder a pays half the floor (b-alone)",

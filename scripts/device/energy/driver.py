@@ -155,6 +155,7 @@ class Run:
         self.tenants = {}
         self.cgroups = {}
         self.procfs = None
+        self.real = None
         self.mps = None
         self.calibrated = {}
 
@@ -165,6 +166,8 @@ class Run:
         os.makedirs(f"{RUN}/logs")
         self.env = dict(os.environ, PYTHONUNBUFFERED="1")
         if a.dry:
+            # This process's own NVML reads (nvml.py) load the fake library too.
+            os.environ["TESSERA_FAKE_NVML_SCENARIO"] = f"{RUN}/scenario.yaml"
             self.env["TESSERA_FAKE_NVML_SCENARIO"] = f"{RUN}/scenario.yaml"
             self.write_dry_scenario()
         self.nvml = Nvml(a.gpu)

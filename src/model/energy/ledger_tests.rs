@@ -14,7 +14,7 @@ fn key(pod: &str) -> EnergyKey {
 fn second(wa: f64, wb: f64, nobody: f64) -> Charges {
     let mut c = Charges::default();
     c.split
-        .insert(Recipient::Container(key("a"), State::Busy), wa);
+        .insert(Recipient::Container(key("a"), State::NotIdle), wa);
     c.split
         .insert(Recipient::Container(key("b"), State::Idle), wb);
     c.split
@@ -72,7 +72,7 @@ fn estimates_wait_for_the_counter_and_are_scaled_to_its_increase() {
         10.0,
         &both(),
     );
-    assert!(close(of(&c, "a", State::Busy), 3300.0), "{c:?}");
+    assert!(close(of(&c, "a", State::NotIdle), 3300.0), "{c:?}");
     assert!(close(of(&c, "b", State::Idle), 550.0));
     assert!(close(c.dynamic[&key("a")], 1650.0));
     assert!(acc.remainder.is_empty(), "{:?}", acc.remainder);
@@ -109,7 +109,7 @@ fn what_no_sample_covered_and_what_nobody_was_given_go_to_nobody_and_it_all_adds
     );
     assert!(close(acc.remainder[&Remainder::Withheld], 400.0));
     assert!(close(
-        of(&c, "a", State::Busy) + of(&c, "b", State::Idle),
+        of(&c, "a", State::NotIdle) + of(&c, "b", State::Idle),
         800.0
     ));
     let total = c.total() + acc.remainder.values().sum::<f64>();
@@ -137,7 +137,7 @@ fn a_container_gone_before_the_counter_moves_leaves_its_share_departed() {
         2.0,
         &only_a,
     );
-    assert!(close(of(&c, "a", State::Busy), 200.0));
+    assert!(close(of(&c, "a", State::NotIdle), 200.0));
     assert_eq!(of(&c, "b", State::Idle), 0.0);
     assert!(close(acc.remainder[&Remainder::Departed], 100.0));
 }
@@ -182,7 +182,7 @@ fn a_counter_that_goes_back_restarts_the_account_and_credits_nothing() {
         3.0,
         &both(),
     );
-    assert!(close(of(&c, "a", State::Busy), 100.0));
+    assert!(close(of(&c, "a", State::NotIdle), 100.0));
 }
 
 #[test]
@@ -225,5 +225,5 @@ fn a_missing_counter_reading_keeps_the_estimates_for_the_next_one() {
         2.0,
         &both(),
     );
-    assert!(close(of(&c, "a", State::Busy), 210.0));
+    assert!(close(of(&c, "a", State::NotIdle), 210.0));
 }

@@ -85,22 +85,23 @@ impl Remainder {
     }
 }
 
-/// What a container was doing when energy was charged to it (`activity` label): the
-/// compute split's verdict for it that sample.
+/// Whether the compute split knew a container idle when energy was charged to it
+/// (`activity` label): idle energy is what an allocation burned doing nothing. Busy and
+/// undecided are one value: what a bill and the waste rules need apart is idle, and at fleet
+/// scale a container's series are paid for on every node (its undecided time is counted
+/// apart in `gpu_container_activity_unknown_seconds_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "kebab-case")]
 pub enum State {
     Idle,
-    Busy,
-    Unknown,
+    NotIdle,
 }
 
 impl State {
     pub fn as_label(self) -> &'static str {
         match self {
             State::Idle => "idle",
-            State::Busy => "busy",
-            State::Unknown => "unknown",
+            State::NotIdle => "not-idle",
         }
     }
 }
@@ -109,8 +110,7 @@ impl From<Activity> for State {
     fn from(a: Activity) -> Self {
         match a {
             Activity::Idle => State::Idle,
-            Activity::Busy => State::Busy,
-            Activity::Unknown => State::Unknown,
+            Activity::Busy | Activity::Unknown => State::NotIdle,
         }
     }
 }

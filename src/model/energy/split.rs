@@ -125,6 +125,37 @@ fn same(a: &Dist, b: &Dist) -> bool {
     })
 }
 
+/// A MIG GPU's power above its floor: among its instances by GPM SM activity × slices, then
+/// within each by its own split; `None` when every instance ran nothing.
+fn mig_dynamic(devices: &[DeviceUse]) -> Option<DynamicSplit> {
+    // An instance without GPM could be running anything: its part is unknown.
+    if devices.iter().any(|d| d.activity.is_none() && !d.idle) {
+        return Some((nobody(Remainder::Withheld), BTreeMap::new()));
+    }
+    let parts: Vec<(f64, DynamicSplit)> = devices
+        .iter()
+        .filter_map(|d| {
+            let weight = d.activity.unwrap_or(0.0).clamp(0.0, 1.0) * d.floor_share;
+            Some((weight, dynamic_of(d)?))
+        })
+        .collect();
+    let total: f64 = parts.iter().map(|(w, _)| w).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let mut dist = Dist::new();
+    let mut bounds: BTreeMap<EnergyKey, (f64, f64)> = BTreeMap::new();
+    for (w, (d, b)) in parts {
+        add(&mut dist, &d, w / total);
+        for (k, (lo, hi)) in b {
+            let e = bounds.entry(k).or_default();
+            e.0 += lo * w / total;
+            e.1 += hi * w / total;
+        }
+    }
+    Some((dist, bounds))
+}
+
 /// The sample's charges (joule estimates: power × seconds) and one line saying how.
 pub fn split(g: &GpuUse) -> (Charges, String) {
     let energy = g.power_watts.max(0.0) * g.seconds.max(0.0);
@@ -146,51 +177,16 @@ pub fn split(g: &GpuUse) -> (Charges, String) {
         );
     }
     // The power above it by activity: among instances by SM activity × slices first.
-    let dynamics: Option<DynamicSplit> = if g.mig {
-        let parts: Vec<(f64, Option<DynamicSplit>)> = g
-            .devices
-            .iter()
-            .map(|d| {
-                (
-                    d.activity.unwrap_or(0.0).clamp(0.0, 1.0) * d.floor_share,
-                    dynamic_of(d),
-                )
-            })
-            .collect();
-        let unread = g.devices.iter().any(|d| d.activity.is_none() && !d.idle);
-        let weight: f64 = parts
-            .iter()
-            .filter(|(_, p)| p.is_some())
-            .map(|(w, _)| w)
-            .sum();
-        if unread {
-            // An instance without GPM could be running anything: its part is unknown.
-            Some((nobody(Remainder::Withheld), BTreeMap::new()))
-        } else if weight <= 0.0 {
-            None
-        } else {
-            let mut dist = Dist::new();
-            let mut bounds: BTreeMap<EnergyKey, (f64, f64)> = BTreeMap::new();
-            for (w, p) in parts {
-                let Some((d, b)) = p else { continue };
-                add(&mut dist, &d, w / weight);
-                for (k, (lo, hi)) in b {
-                    let e = bounds.entry(k).or_default();
-                    e.0 += lo * w / weight;
-                    e.1 += hi * w / weight;
-                }
-            }
-            Some((dist, bounds))
-        }
+    let dynamics = if g.mig {
+        mig_dynamic(&g.devices)
     } else {
         g.devices.first().and_then(dynamic_of)
     };
-    let why;
-    match (dynamics, g.floor_watts) {
+    let why = match (dynamics, g.floor_watts) {
         (None, _) => {
             // Nothing ran: the whole power is the floor, whatever its value.
             add(&mut out.split, &statics, energy);
-            why = "the GPU read idle: its whole power is its floor, split by holding".to_owned();
+            "the GPU read idle: its whole power is its floor, split by holding".to_owned()
         }
         (Some((dynamic, bounds)), Some(floor)) => {
             let floor = floor.clamp(0.0, g.power_watts.max(0.0));
@@ -206,22 +202,22 @@ pub fn split(g: &GpuUse) -> (Charges, String) {
                 *out.lower.entry(k.clone()).or_default() += lo * above;
                 *out.upper.entry(k).or_default() += hi * above;
             }
-            why = format!(
+            format!(
                 "{floor:.1} W floor split by holding, {:.1} W above it by compute share",
                 g.power_watts - floor
-            );
+            )
         }
         (Some((dynamic, _)), None) if same(&statics, &dynamic) => {
             // The same containers in the same proportions either way: the floor's value
             // cannot change anyone's part.
             add(&mut out.split, &statics, energy);
-            why = "no floor known, but holding and use split alike".to_owned();
+            "no floor known, but holding and use split alike".to_owned()
         }
         (Some(_), None) => {
             add(&mut out.split, &nobody(Remainder::FloorUnknown), energy);
-            why = "no idle floor known for this GPU's model yet: nobody charged".to_owned();
+            "no idle floor known for this GPU's model yet: nobody charged".to_owned()
         }
-    }
+    };
     (out, why)
 }
 

@@ -60,17 +60,20 @@ fn a_gpu_held_and_used_by_one_container_is_all_its_own_with_or_without_a_floor()
         let g = gpu(
             500.0,
             floor,
-            device(0.9, vec![tenant("a", State::Busy, 1.0, Some(0.9))]),
+            device(0.9, vec![tenant("a", State::NotIdle, 1.0, Some(0.9))]),
         );
         let (c, _) = split(&g);
-        assert!(close(to(&c, "a", State::Busy), 1000.0), "{floor:?}: {c:?}");
+        assert!(
+            close(to(&c, "a", State::NotIdle), 1000.0),
+            "{floor:?}: {c:?}"
+        );
         assert!(close(c.total(), 1000.0));
     }
     // The dynamic part needs the floor.
     let g = gpu(
         500.0,
         Some(80.0),
-        device(0.9, vec![tenant("a", State::Busy, 1.0, Some(0.9))]),
+        device(0.9, vec![tenant("a", State::NotIdle, 1.0, Some(0.9))]),
     );
     assert!(close(split(&g).0.dynamic[&key("a")], 840.0));
 }
@@ -83,14 +86,14 @@ fn an_idle_holder_pays_its_part_of_the_floor_and_nothing_of_its_busy_co_tenant()
         device(
             0.6,
             vec![
-                tenant("busy", State::Busy, 1.0, Some(0.6)),
+                tenant("busy", State::NotIdle, 1.0, Some(0.6)),
                 tenant("idle", State::Idle, 1.0, Some(0.0)),
             ],
         ),
     );
     let (c, _) = split(&g);
     assert!(close(to(&c, "idle", State::Idle), 80.0), "{c:?}");
-    assert!(close(to(&c, "busy", State::Busy), 80.0 + 640.0));
+    assert!(close(to(&c, "busy", State::NotIdle), 80.0 + 640.0));
     assert!(!c.dynamic.contains_key(&key("idle")));
     assert!(close(c.total(), 800.0));
 }
@@ -103,7 +106,7 @@ fn without_a_floor_a_shared_gpu_in_use_is_charged_to_nobody() {
         device(
             0.6,
             vec![
-                tenant("busy", State::Busy, 1.0, Some(0.6)),
+                tenant("busy", State::NotIdle, 1.0, Some(0.6)),
                 tenant("idle", State::Idle, 1.0, Some(0.0)),
             ],
         ),
@@ -147,16 +150,16 @@ fn grants_weigh_the_floor_and_a_non_holder_pays_only_its_work() {
         device(
             0.5,
             vec![
-                tenant("a", State::Busy, 0.3, Some(0.25)),
+                tenant("a", State::NotIdle, 0.3, Some(0.25)),
                 tenant("b", State::Idle, 0.1, Some(0.0)),
-                tenant("c", State::Busy, 0.0, Some(0.25)),
+                tenant("c", State::NotIdle, 0.0, Some(0.25)),
             ],
         ),
     );
     let (c, _) = split(&g);
-    assert!(close(to(&c, "a", State::Busy), 150.0 + 200.0), "{c:?}");
+    assert!(close(to(&c, "a", State::NotIdle), 150.0 + 200.0), "{c:?}");
     assert!(close(to(&c, "b", State::Idle), 50.0));
-    assert!(close(to(&c, "c", State::Busy), 200.0));
+    assert!(close(to(&c, "c", State::NotIdle), 200.0));
 }
 
 #[test]
@@ -164,18 +167,18 @@ fn a_withheld_share_withholds_its_energy_with_the_split_s_reason_and_bounds_it()
     let mut d = device(
         0.8,
         vec![
-            tenant("a", State::Unknown, 1.0, None),
-            tenant("b", State::Unknown, 1.0, None),
+            tenant("a", State::NotIdle, 1.0, None),
+            tenant("b", State::NotIdle, 1.0, None),
         ],
     );
     d.withheld = Some(Remainder::BoundsOnly);
     d.tenants[0].bounds = Some((0.4, 0.9));
     let (c, _) = split(&gpu(400.0, Some(80.0), d));
     assert!(
-        close(to(&c, "a", State::Unknown), 80.0),
+        close(to(&c, "a", State::NotIdle), 80.0),
         "the floor is still known"
     );
-    assert!(close(to(&c, "b", State::Unknown), 80.0));
+    assert!(close(to(&c, "b", State::NotIdle), 80.0));
     assert!(close(nobody_of(&c, Remainder::BoundsOnly), 640.0));
     assert!(close(c.lower[&key("a")], 0.5 * 640.0));
     assert!(
@@ -191,12 +194,12 @@ fn what_the_device_measured_past_the_known_shares_is_unattributed() {
     let g = gpu(
         400.0,
         Some(80.0),
-        device(0.6, vec![tenant("a", State::Busy, 1.0, Some(0.4))]),
+        device(0.6, vec![tenant("a", State::NotIdle, 1.0, Some(0.4))]),
     );
     let (c, _) = split(&g);
     let above = 640.0;
     assert!(
-        close(to(&c, "a", State::Busy), 160.0 + above * 0.4 / 0.6),
+        close(to(&c, "a", State::NotIdle), 160.0 + above * 0.4 / 0.6),
         "{c:?}"
     );
     assert!(close(
@@ -210,11 +213,11 @@ fn nobody_holding_a_gpu_leaves_its_floor_unallocated() {
     let g = gpu(
         300.0,
         Some(100.0),
-        device(0.5, vec![tenant("sneaky", State::Busy, 0.0, Some(0.5))]),
+        device(0.5, vec![tenant("sneaky", State::NotIdle, 0.0, Some(0.5))]),
     );
     let (c, _) = split(&g);
     assert!(close(nobody_of(&c, Remainder::Unallocated), 200.0));
-    assert!(close(to(&c, "sneaky", State::Busy), 400.0));
+    assert!(close(to(&c, "sneaky", State::NotIdle), 400.0));
 }
 
 fn instance(slices: f64, activity: f64, tenants: Vec<Tenant>) -> DeviceUse {
@@ -244,8 +247,8 @@ fn a_mig_gpu_splits_its_floor_by_slices_and_its_work_by_activity_times_slices() 
         mig: true,
         devices: vec![
             // 3g at 0.6 and 2g at 0.3: work weights 1.8 and 0.6.
-            instance(3.0, 0.6, vec![t("big", "M3", State::Busy, Some(0.6))]),
-            instance(2.0, 0.3, vec![t("mid", "M2", State::Busy, Some(0.3))]),
+            instance(3.0, 0.6, vec![t("big", "M3", State::NotIdle, Some(0.6))]),
+            instance(2.0, 0.3, vec![t("mid", "M2", State::NotIdle, Some(0.3))]),
             instance(1.0, 0.0, vec![t("nb", "M1", State::Idle, Some(0.0))]),
         ],
     };
@@ -257,10 +260,10 @@ fn a_mig_gpu_splits_its_floor_by_slices_and_its_work_by_activity_times_slices() 
             .unwrap_or(0.0)
     };
     assert!(
-        close(get("big", "M3", State::Busy), 30.0 + 310.0 * 0.75),
+        close(get("big", "M3", State::NotIdle), 30.0 + 310.0 * 0.75),
         "{c:?}"
     );
-    assert!(close(get("mid", "M2", State::Busy), 20.0 + 310.0 * 0.25));
+    assert!(close(get("mid", "M2", State::NotIdle), 20.0 + 310.0 * 0.25));
     assert!(close(get("nb", "M1", State::Idle), 10.0));
     // One slice nobody partitioned.
     assert!(close(nobody_of(&c, Remainder::Unallocated), 10.0));
@@ -269,7 +272,7 @@ fn a_mig_gpu_splits_its_floor_by_slices_and_its_work_by_activity_times_slices() 
 
 #[test]
 fn a_mig_instance_without_gpm_withholds_the_work_but_not_the_floor() {
-    let mut quiet = instance(4.0, 0.0, vec![tenant("a", State::Unknown, 1.0, None)]);
+    let mut quiet = instance(4.0, 0.0, vec![tenant("a", State::NotIdle, 1.0, None)]);
     quiet.activity = None;
     quiet.idle = false;
     let g = GpuUse {
@@ -281,7 +284,7 @@ fn a_mig_instance_without_gpm_withholds_the_work_but_not_the_floor() {
     };
     let (c, _) = split(&g);
     assert!(close(nobody_of(&c, Remainder::Withheld), 230.0), "{c:?}");
-    assert!(close(to(&c, "a", State::Unknown), 40.0));
+    assert!(close(to(&c, "a", State::NotIdle), 40.0));
     assert!(close(nobody_of(&c, Remainder::Unallocated), 30.0));
 }
 
@@ -305,8 +308,8 @@ fn every_split_adds_up_to_power_times_seconds() {
                             ..device(
                                 activity,
                                 vec![
-                                    tenant("a", State::Busy, holds.0, sa),
-                                    tenant("b", State::Unknown, holds.1, sb),
+                                    tenant("a", State::NotIdle, holds.0, sa),
+                                    tenant("b", State::NotIdle, holds.1, sb),
                                 ],
                             )
                         },

@@ -15,12 +15,12 @@ fn key(c: &str) -> EnergyKey {
 fn charges_add_scaled_and_total_only_the_split() {
     let mut a = Charges::default();
     a.split
-        .insert(Recipient::Container(key("a"), State::Busy), 10.0);
+        .insert(Recipient::Container(key("a"), State::NotIdle), 10.0);
     a.dynamic.insert(key("a"), 4.0);
     let mut b = Charges::default();
     b.split.insert(Recipient::Nobody(Remainder::Withheld), 5.0);
     b.split
-        .insert(Recipient::Container(key("a"), State::Busy), 1.0);
+        .insert(Recipient::Container(key("a"), State::NotIdle), 1.0);
     b.lower.insert(key("a"), 2.0);
     a.add(&b, 2.0);
     assert_eq!(a.total(), 10.0 + 2.0 + 10.0);
@@ -52,8 +52,8 @@ fn every_reason_and_state_has_its_own_label() {
     }
     for (a, s) in [
         (Activity::Idle, "idle"),
-        (Activity::Busy, "busy"),
-        (Activity::Unknown, "unknown"),
+        (Activity::Busy, "not-idle"),
+        (Activity::Unknown, "not-idle"),
     ] {
         assert_eq!(State::from(a).as_label(), s);
     }

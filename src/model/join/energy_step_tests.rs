@@ -247,13 +247,13 @@ fn an_idle_holder_pays_half_the_floor_and_none_of_its_busy_co_tenant_s_work() {
     let s = run.snapshots.last().cloned().unwrap();
     let b_idle = charged(&s, 0, "b", State::Idle) - b0;
     assert!((b_idle - 40.0 * 60.0).abs() < 1e-6, "b: {b_idle}");
-    assert_eq!(charged(&s, 0, "b", State::Busy), 0.0);
+    assert_eq!(charged(&s, 0, "b", State::NotIdle), 0.0);
     assert_eq!(
         charged(&s, 0, "a", State::Idle) - a0,
         0.0,
         "no busy tenant's energy counts as waste"
     );
-    let a_busy = charged(&s, 0, "a", State::Busy);
+    let a_busy = charged(&s, 0, "a", State::NotIdle);
     assert!((a_busy - 320.0 * 60.0).abs() < 1e-6, "a: {a_busy}");
     assert!((row(&s, 0, "a").energy.dynamic_joules - 280.0 * 60.0).abs() < 1e-6);
     assert!(
@@ -271,7 +271,7 @@ fn an_idle_holder_pays_half_the_floor_and_none_of_its_busy_co_tenant_s_work() {
     let end = run.snapshots.last().cloned().unwrap();
     let withheld = end.gpus[0].energy.remainder[&Remainder::Withheld];
     assert!((withheld - 360.0 * 30.0).abs() < 1e-6, "{withheld}");
-    assert!((charged(&end, 0, "b", State::Unknown) - 40.0 * 30.0).abs() < 1e-6);
+    assert!((charged(&end, 0, "b", State::NotIdle) - 40.0 * 30.0).abs() < 1e-6);
     assert_conserved(&run);
     assert_monotonic(&run);
 }
