@@ -229,4 +229,18 @@ fn every_gpu_s_energy_splits_exactly_and_idle_energy_is_only_idle_holders() {
     // GPU 0 is busy throughout.
     assert!(has("stale-notebook-carol", "idle"));
     assert!(!has("llm-pretrain-0", "idle") && has("llm-pretrain-0", "not-idle"));
+    // GPU 7 is shared by HAMi grants of 20,000 and 10,000 MiB (a's 30 % of the SMs is no grant
+    // b has): the floor splits 2:1 by memory, and their work, which nothing splits, is withheld.
+    let joules = |pod: &str| -> f64 {
+        last.by_pod
+            .iter()
+            .filter(|((p, _), _)| p == pod)
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let (a, b) = (joules("hami-infer-a-0"), joules("hami-infer-b-0"));
+    assert!(
+        b > 0.0 && (a / b - 2.0).abs() < 0.02,
+        "HAMi a {a} J, b {b} J"
+    );
 }

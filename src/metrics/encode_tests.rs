@@ -88,8 +88,8 @@ fn container_energy_carries_its_activity_before_the_pod_labels_and_nobody_s_its_
         workload: "train".into(),
         labels: vec![("label_team".into(), "search".into())],
     });
-    row.energy.joules.insert(State::Idle, 40.0);
-    row.energy.joules.insert(State::NotIdle, 360.0);
+    row.energy.joules.add(State::Idle, 40.0);
+    row.energy.joules.add(State::NotIdle, 360.0);
     row.energy.dynamic_joules = 300.0;
     g.containers.push(row);
     g.energy.remainder.insert(Remainder::Withheld, 12.5);

@@ -383,10 +383,10 @@ pub(super) fn container_families(out: &mut Families, node: &str, g: &GpuView, c:
         al.push((label::CLAIM.into(), a.claim.as_str().into()));
         out.push(&table::GPU_CONTAINER_ALLOCATION, pod_labels(al), 1.0);
     }
-    for (state, joules) in &c.energy.joules {
+    for (state, joules) in c.energy.joules.iter() {
         let mut el = l.clone();
         el.push((label::ACTIVITY.into(), state.as_label().into()));
-        out.push(&table::GPU_CONTAINER_ENERGY, pod_labels(el), *joules);
+        out.push(&table::GPU_CONTAINER_ENERGY, pod_labels(el), joules);
     }
     let l = out.share(pod_labels(l));
     if !c.energy.joules.is_empty() {

@@ -2,12 +2,15 @@ use super::*;
 use crate::model::energy::State;
 
 fn key(pod: &str) -> EnergyKey {
-    EnergyKey {
-        namespace: "ml".into(),
-        pod: pod.into(),
-        container: "main".into(),
-        mig_uuid: None,
-    }
+    EnergyKey::new(
+        std::sync::Arc::new(crate::model::holding::PodRef {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "main".into(),
+            ..Default::default()
+        }),
+        None,
+    )
 }
 
 /// A second's estimate: `a` busy with `wa` joules, `b` idle with `wb`, `nobody` withheld.

@@ -33,10 +33,12 @@ pub mod ledger;
 pub mod split;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::compute::Activity;
+use super::holding::PodRef;
 
 pub use self::floor::{ClockKey, FloorSource, FloorState};
 
@@ -115,18 +117,27 @@ impl From<Activity> for State {
     }
 }
 
-/// A container on one device of a GPU: the key its energy is kept under.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+/// A container on one device of a GPU: the key its energy is kept under, as its series are
+/// (a container whose pod labels change starts new series, and a new account). Shared
+/// pointers: every sample's split and pending account clone keys for each container.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EnergyKey {
-    pub namespace: String,
-    pub pod: String,
-    pub container: String,
-    pub mig_uuid: Option<String>,
+    pub pod: Arc<PodRef>,
+    pub mig_uuid: Option<Arc<str>>,
+}
+
+impl EnergyKey {
+    pub fn new(pod: Arc<PodRef>, mig_uuid: Option<&str>) -> Self {
+        EnergyKey {
+            pod,
+            mig_uuid: mig_uuid.map(Arc::from),
+        }
+    }
 }
 
 /// Who a share of a GPU's energy goes to: a container (in the state it was charged in), or
 /// nobody, for a reason.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Recipient {
     Container(EnergyKey, State),
     Nobody(Remainder),
@@ -171,11 +182,48 @@ impl Charges {
     }
 }
 
+/// Joules by [`State`]; a state never charged is absent (its series with it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ByState {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle: Option<f64>,
+    #[serde(rename = "not-idle", skip_serializing_if = "Option::is_none")]
+    pub not_idle: Option<f64>,
+}
+
+impl ByState {
+    pub fn get(&self, s: State) -> Option<f64> {
+        match s {
+            State::Idle => self.idle,
+            State::NotIdle => self.not_idle,
+        }
+    }
+
+    pub fn add(&mut self, s: State, joules: f64) {
+        let slot = match s {
+            State::Idle => &mut self.idle,
+            State::NotIdle => &mut self.not_idle,
+        };
+        *slot.get_or_insert(0.0) += joules;
+    }
+
+    /// The states charged, with their joules.
+    pub fn iter(&self) -> impl Iterator<Item = (State, f64)> {
+        [(State::Idle, self.idle), (State::NotIdle, self.not_idle)]
+            .into_iter()
+            .filter_map(|(s, v)| Some((s, v?)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.idle.is_none() && self.not_idle.is_none()
+    }
+}
+
 /// One container's energy on one device since tessera first charged it (joules).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct ContainerEnergy {
-    /// By what it was doing when charged; a state it was never charged in is absent.
-    pub joules: BTreeMap<State, f64>,
+    /// By whether it was known idle when charged.
+    pub joules: ByState,
     /// Of `joules`, the part above the idle floor: its share of the work's power.
     pub dynamic_joules: f64,
     /// Of the dynamic energy withheld (`bounds-only`), what the probes' bounds make its.
@@ -187,7 +235,7 @@ pub struct ContainerEnergy {
 
 impl ContainerEnergy {
     pub fn total(&self) -> f64 {
-        self.joules.values().sum()
+        self.joules.iter().map(|(_, v)| v).sum()
     }
 }
 

@@ -1,12 +1,15 @@
 use super::*;
 
 fn key(pod: &str) -> EnergyKey {
-    EnergyKey {
-        namespace: "ml".into(),
-        pod: pod.into(),
-        container: "main".into(),
-        mig_uuid: None,
-    }
+    EnergyKey::new(
+        std::sync::Arc::new(crate::model::holding::PodRef {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "main".into(),
+            ..Default::default()
+        }),
+        None,
+    )
 }
 
 fn tenant(pod: &str, state: State, hold: f64, share: Option<f64>) -> Tenant {
@@ -228,10 +231,7 @@ fn instance(slices: f64, activity: f64, tenants: Vec<Tenant>) -> DeviceUse {
 }
 
 fn mig_key(pod: &str, mig: &str) -> EnergyKey {
-    EnergyKey {
-        mig_uuid: Some(mig.into()),
-        ..key(pod)
-    }
+    EnergyKey::new(key(pod).pod, Some(mig))
 }
 
 #[test]

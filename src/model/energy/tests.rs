@@ -2,13 +2,16 @@ use std::collections::BTreeSet;
 
 use super::*;
 
-fn key(c: &str) -> EnergyKey {
-    EnergyKey {
-        namespace: "ml".into(),
-        pod: c.into(),
-        container: "main".into(),
-        mig_uuid: None,
-    }
+fn key(pod: &str) -> EnergyKey {
+    EnergyKey::new(
+        std::sync::Arc::new(crate::model::holding::PodRef {
+            namespace: "ml".into(),
+            pod: pod.into(),
+            container: "main".into(),
+            ..Default::default()
+        }),
+        None,
+    )
 }
 
 #[test]

@@ -9,6 +9,7 @@ use crate::model::energy::floor::{self, idle_reading, FloorState};
 use crate::model::energy::ledger;
 use crate::model::energy::split::{self, DeviceUse, GpuUse, Tenant};
 use crate::model::energy::{ContainerEnergy, EnergyKey, GpuEnergy, Recipient, Remainder};
+use crate::model::holding::PodRef;
 use crate::model::view::{ContainerUse, GpuView, Snapshot};
 
 /// The container's key, or `None` for a row no container can be charged under (a process's
@@ -18,35 +19,47 @@ fn key_of(c: &ContainerUse) -> Option<EnergyKey> {
     if p.namespace.is_empty() || p.pod.is_empty() || p.container.is_empty() {
         return None;
     }
-    Some(EnergyKey {
-        namespace: p.namespace.clone(),
-        pod: p.pod.clone(),
-        container: p.container.clone(),
-        mig_uuid: c.mig_uuid.clone(),
-    })
+    Some(EnergyKey::new(c.pod.clone(), c.mig_uuid.as_deref()))
 }
 
+/// One device's rows, each with its key.
+type Rows<'a> = [(&'a ContainerUse, Option<&'a EnergyKey>)];
+
 /// Each holder's weight in the device's floor: the grants when every holder has one (compute
-/// first, then memory: HAMi, Volcano, KAI, MPS limits), its allocations otherwise.
+/// first, then memory: HAMi, Volcano, KAI, MPS limits), its allocations otherwise (a container
+/// given two replicas counts two). 0 for a row that holds nothing.
 fn holds(rows: &[&ContainerUse]) -> Vec<f64> {
-    let holders: Vec<&&ContainerUse> = rows.iter().filter(|r| !r.allocations.is_empty()).collect();
-    let positive = |v: Option<f64>| v.filter(|x| x.is_finite() && *x > 0.0);
-    let all = |f: &dyn Fn(&ContainerUse) -> Option<f64>| {
-        !holders.is_empty() && holders.iter().all(|r| positive(f(r)).is_some())
+    fn compute(r: &ContainerUse) -> Option<f64> {
+        r.limits.compute_ratio
+    }
+    fn memory(r: &ContainerUse) -> Option<f64> {
+        r.limits.memory_bytes.map(|b| b as f64)
+    }
+    fn allocations(r: &ContainerUse) -> Option<f64> {
+        Some(r.allocations.len() as f64)
+    }
+    let holders: Vec<&ContainerUse> = rows
+        .iter()
+        .copied()
+        .filter(|r| !r.allocations.is_empty())
+        .collect();
+    let granted = |f: fn(&ContainerUse) -> Option<f64>| {
+        !holders.is_empty()
+            && holders
+                .iter()
+                .all(|r| f(r).is_some_and(|v| v.is_finite() && v > 0.0))
     };
-    let weight: Box<dyn Fn(&ContainerUse) -> f64> = if all(&|r| r.limits.compute_ratio) {
-        Box::new(|r| r.limits.compute_ratio.unwrap_or(0.0))
-    } else if all(&|r| r.limits.memory_bytes.map(|b| b as f64)) {
-        Box::new(|r| r.limits.memory_bytes.unwrap_or(0) as f64)
-    } else {
-        Box::new(|r| r.allocations.len() as f64)
-    };
+    let grants: [fn(&ContainerUse) -> Option<f64>; 2] = [compute, memory];
+    let weight = grants
+        .into_iter()
+        .find(|f| granted(*f))
+        .unwrap_or(allocations);
     rows.iter()
         .map(|r| {
             if r.allocations.is_empty() {
                 0.0
             } else {
-                weight(r)
+                weight(r).unwrap_or(0.0)
             }
         })
         .collect()
@@ -68,14 +81,15 @@ fn withheld_reason(split: &DeviceSplit, rows: &[&ContainerUse]) -> Option<Remain
         .then_some(Remainder::Withheld)
 }
 
-fn device(split: &DeviceSplit, rows: &[&ContainerUse], floor_share: f64) -> DeviceUse {
-    let weights = holds(rows);
-    let tenants = rows
+fn device(split: &DeviceSplit, keyed: &Rows<'_>, floor_share: f64) -> DeviceUse {
+    let rows: Vec<&ContainerUse> = keyed.iter().map(|(r, _)| *r).collect();
+    let weights = holds(&rows);
+    let tenants = keyed
         .iter()
         .zip(weights)
-        .filter_map(|(r, hold)| {
+        .filter_map(|((r, key), hold)| {
             Some(Tenant {
-                key: key_of(r)?,
+                key: (*key)?.clone(),
                 state: r.activity.into(),
                 hold,
                 share: r.sm_utilization,
@@ -88,17 +102,30 @@ fn device(split: &DeviceSplit, rows: &[&ContainerUse], floor_share: f64) -> Devi
         activity: split.device_activity,
         idle: split.method == SplitMethod::Idle,
         tenants,
-        withheld: withheld_reason(split, rows),
+        withheld: withheld_reason(split, &rows),
     }
 }
 
 /// The GPU's sample as the split reads it; `None` without a power reading to split.
-fn gpu_use(g: &GpuView, floor_watts: Option<f64>, seconds: f64) -> Option<GpuUse> {
+fn gpu_use(
+    g: &GpuView,
+    keys: &[Option<EnergyKey>],
+    floor_watts: Option<f64>,
+    seconds: f64,
+) -> Option<GpuUse> {
     let s = &g.sample;
     let power_watts = s
         .power_watts
         .filter(|w| s.up && w.is_finite() && *w >= 0.0)?;
     let mig = s.mig_enabled == Some(true);
+    let on = |mig: Option<&str>| -> Vec<(&ContainerUse, Option<&EnergyKey>)> {
+        g.containers
+            .iter()
+            .zip(keys)
+            .filter(|(c, _)| c.mig_uuid.as_deref() == mig)
+            .map(|(c, k)| (c, k.as_ref()))
+            .collect()
+    };
     let devices = if mig {
         let total = s
             .mig_slices_total
@@ -108,22 +135,12 @@ fn gpu_use(g: &GpuView, floor_watts: Option<f64>, seconds: f64) -> Option<GpuUse
         g.mig
             .iter()
             .map(|m| {
-                let rows: Vec<&ContainerUse> = g
-                    .containers
-                    .iter()
-                    .filter(|c| c.mig_uuid.as_deref() == Some(m.uuid.as_str()))
-                    .collect();
                 let share = f64::from(m.sample.slices) / f64::from(total);
-                device(&m.compute, &rows, share.min(1.0))
+                device(&m.compute, &on(Some(&m.uuid)), share.min(1.0))
             })
             .collect()
     } else {
-        let rows: Vec<&ContainerUse> = g
-            .containers
-            .iter()
-            .filter(|c| c.mig_uuid.is_none())
-            .collect();
-        vec![device(&g.compute, &rows, 1.0)]
+        vec![device(&g.compute, &on(None), 1.0)]
     };
     Some(GpuUse {
         power_watts,
@@ -134,16 +151,20 @@ fn gpu_use(g: &GpuView, floor_watts: Option<f64>, seconds: f64) -> Option<GpuUse
     })
 }
 
-/// Adds one step's credits to the rows they are for.
-fn credit(rows: &mut [ContainerUse], credits: &ledger::Credits) {
-    let mut by_key: HashMap<EnergyKey, &mut ContainerEnergy> = rows
+/// Adds one step's credits to the rows they are for (`keys` beside `rows`).
+fn credit(rows: &mut [ContainerUse], keys: &[Option<EnergyKey>], credits: &ledger::Credits) {
+    if credits.is_empty() {
+        return;
+    }
+    let mut by_key: HashMap<&EnergyKey, &mut ContainerEnergy> = rows
         .iter_mut()
-        .filter_map(|r| Some((key_of(r)?, &mut r.energy)))
+        .zip(keys)
+        .filter_map(|(r, k)| Some((k.as_ref()?, &mut r.energy)))
         .collect();
     for (r, v) in &credits.split {
         if let Recipient::Container(k, state) = r {
             if let Some(e) = by_key.get_mut(k) {
-                *e.joules.entry(*state).or_default() += v;
+                e.joules.add(*state, *v);
             }
         }
     }
@@ -198,20 +219,24 @@ pub(super) fn fill_all(gpus: &mut [GpuView], step: &EnergyStep<'_>) {
     let applied = floor::applied(&floors);
     for ((g, mut acc), floor) in gpus.iter_mut().zip(accounts.drain(..)).zip(applied) {
         if let Some(b) = before(&g.uuid) {
-            let old: HashMap<EnergyKey, &ContainerEnergy> = b
+            let old: HashMap<(&PodRef, Option<&str>), &ContainerEnergy> = b
                 .containers
                 .iter()
-                .filter_map(|c| Some((key_of(c)?, &c.energy)))
+                .filter(|c| !c.energy.joules.is_empty())
+                .map(|c| ((c.pod.as_ref(), c.mig_uuid.as_deref()), &c.energy))
                 .collect();
-            for r in &mut g.containers {
-                if let Some(e) = key_of(r).and_then(|k| old.get(&k)) {
-                    r.energy = (*e).clone();
+            if !old.is_empty() {
+                for r in &mut g.containers {
+                    if let Some(e) = old.get(&(r.pod.as_ref(), r.mig_uuid.as_deref())) {
+                        r.energy = **e;
+                    }
                 }
             }
         }
+        let keys: Vec<Option<EnergyKey>> = g.containers.iter().map(key_of).collect();
         acc.floor_watts = floor.map(|(w, _)| w);
         acc.floor_source = floor.map(|(_, s)| s);
-        let (charges, covered, why) = match gpu_use(g, acc.floor_watts, step.dt) {
+        let (charges, covered, why) = match gpu_use(g, &keys, acc.floor_watts, step.dt) {
             Some(u) if step.dt > 0.0 => {
                 let (c, why) = split::split(&u);
                 (c, step.dt, why)
@@ -219,10 +244,10 @@ pub(super) fn fill_all(gpus: &mut [GpuView], step: &EnergyStep<'_>) {
             Some(_) => (Default::default(), 0.0, "first sample".to_owned()),
             None => (Default::default(), 0.0, "no power reading".to_owned()),
         };
-        let present: BTreeSet<EnergyKey> = g.containers.iter().filter_map(key_of).collect();
+        let present: BTreeSet<EnergyKey> = keys.iter().flatten().cloned().collect();
         let counter = g.sample.energy_joules.filter(|_| g.sample.up);
         let credits = ledger::step(&mut acc, &charges, covered, counter, step.now, &present);
-        credit(&mut g.containers, &credits);
+        credit(&mut g.containers, &keys, &credits);
         acc.why = why;
         g.energy = acc;
     }
