@@ -121,7 +121,11 @@ impl<'a> Run<'a> {
     fn second(&mut self, mut gpus: Vec<GpuSample>, cpu: &[(u32, f64)]) {
         self.t += 1.0;
         for (g, (truth, read)) in gpus.iter_mut().zip(&mut self.energy) {
-            *truth += g.power_watts.unwrap_or(0.0);
+            // The counter integrates what the board drew, whatever the power reading said.
+            *truth += g
+                .power_watts
+                .filter(|w| w.is_finite() && *w >= 0.0)
+                .unwrap_or(0.0);
             // Read at the first sample and every ten seconds, carried in between.
             if self.t == 1.0 || (self.t as u64) % 10 == 0 {
                 *read = *truth;
@@ -399,4 +403,37 @@ fn a_mig_gpu_charges_instances_by_slices_and_leaves_unpartitioned_slices_to_nobo
     assert!((big - 30.0 * 20.0).abs() < 1e-6, "big {big}");
     assert_conserved(&run);
     assert_monotonic(&run);
+}
+
+#[test]
+fn hostile_readings_neither_break_the_account_nor_run_a_counter_back() {
+    let n = node(
+        vec![
+            holder("a", &[&format!("{G0}::0")]),
+            holder("b", &[&format!("{G0}::1")]),
+        ],
+        &[("a", 10)],
+    );
+    let mut run = Run::new(&n, 1);
+    let powers = [80.0, f64::NAN, -5.0, f64::INFINITY, 300.0, 1e12, 0.0, 250.0];
+    for i in 0..60 {
+        let w = powers[i % powers.len()];
+        run.second(vec![gpu(G0, 0, 0.5, w, &[(10, 0.5)])], &[(10, 0.9)]);
+    }
+    // A counter that went back (a driver reload) restarts the account; counters never go back.
+    run.energy[0] = (10.0, 10.0);
+    for _ in 0..20 {
+        run.second(vec![gpu(G0, 0, 0.5, 300.0, &[(10, 0.5)])], &[(10, 0.9)]);
+    }
+    assert_monotonic(&run);
+    for s in &run.snapshots {
+        let e = &s.gpus[0].energy;
+        assert!(
+            e.remainder.values().all(|v| v.is_finite() && *v >= 0.0),
+            "{e:?}"
+        );
+        for c in &s.gpus[0].containers {
+            assert!(c.energy.total().is_finite() && c.energy.total() >= 0.0);
+        }
+    }
 }
