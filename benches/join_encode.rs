@@ -373,6 +373,7 @@ impl Inputs {
             resources: &self.resources,
             activity: &self.activity,
             previous,
+            energy_floor_window: 30.0,
         })
     }
 }

@@ -65,6 +65,9 @@ pub struct SampleArgs {
     /// Trailing window over which process CPU time and probe busy time are measured [default: 5s].
     #[arg(long = "activity.window", env = "TESSERA_ACTIVITY_WINDOW")]
     pub activity_window: Option<String>,
+    /// How long a GPU must read idle for its power over that time to teach its idle floor, the part of its energy split by holding rather than use (docs/energy.md) [default: 30s].
+    #[arg(long = "energy.floor-window", env = "TESSERA_ENERGY_FLOOR_WINDOW")]
+    pub energy_floor_window: Option<String>,
 }
 
 /// The sampler's resolved options.
@@ -73,6 +76,8 @@ pub struct SampleOptions {
     pub interval: Duration,
     /// Trailing window over which CPU time and probe busy time are compared.
     pub activity_window: Duration,
+    /// Idle time over which a GPU's idle floor is learned.
+    pub energy_floor_window: Duration,
 }
 
 impl SampleArgs {
@@ -80,6 +85,7 @@ impl SampleArgs {
         SampleOptions {
             interval: self.interval(r),
             activity_window: self.activity_window(r),
+            energy_floor_window: self.energy_floor_window(r),
         }
     }
 
@@ -89,6 +95,22 @@ impl SampleArgs {
             &self.sample_interval,
             Duration::from_secs(1),
             parse_positive_duration,
+        )
+    }
+
+    fn energy_floor_window(&self, r: &mut Resolver) -> Duration {
+        r.get(
+            "energy.floor-window",
+            &self.energy_floor_window,
+            Duration::from_secs(30),
+            |s| {
+                let d = parse_duration(s)?;
+                if d < Duration::from_secs(2) {
+                    Err("must be at least 2s: a median needs several power readings".into())
+                } else {
+                    Ok(d)
+                }
+            },
         )
     }
 
@@ -318,6 +340,7 @@ impl Sampler {
             resources: &self.cfg.resources,
             activity: &activity,
             previous: self.previous.as_deref(),
+            energy_floor_window: self.cfg.sample.energy_floor_window.as_secs_f64(),
         });
         let exposition = metrics::encode(&snapshot, &self.cfg.encode);
         let snapshot = Arc::new(snapshot);

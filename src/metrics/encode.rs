@@ -90,6 +90,8 @@ struct Families {
     served: Vec<bool>,
     /// Which clock-event reasons to encode (every one at full detail).
     clock_reasons: u64,
+    /// Informational label values (corrected ECC errors, the memory clock) are served.
+    informational: bool,
 }
 
 /// Per-container and per-process families: the ones whose cardinality grows with workloads.
@@ -111,6 +113,7 @@ impl Families {
             max_len: opts.max_label_value_len,
             max_series: opts.max_series,
             served: table::served(opts.detail),
+            informational: opts.detail == table::Detail::Full,
             clock_reasons: match opts.detail {
                 table::Detail::Default => crate::model::CLOCK_SLOWDOWN_REASONS,
                 table::Detail::Full => u64::MAX,

@@ -22,7 +22,9 @@ pub fn markdown_reference() -> String {
          ships reads them, and at fleet scale their series cost more than they tell \
          (docs/scale.md). The default also serves only the clock-event reasons that slow a GPU \
          down (`sw_power_cap`, `hw_slowdown`, `sw_thermal_slowdown`, `hw_thermal_slowdown`, \
-         `hw_power_brake_slowdown`); full detail adds the informational ones.\n\n\
+         `hw_power_brake_slowdown`), only uncorrected ECC errors and only the SM clock; full detail \
+         adds the informational ones (the other clock-event reasons, corrected ECC errors, the \
+         memory clock).\n\n\
          | family | type | labels | help |\n|---|---|---|---|\n",
     );
     let full_only = table::served(table::Detail::Default);

@@ -56,6 +56,7 @@ pub mod label {
     pub const REVISION: &str = "revision";
     pub const METHOD: &str = "method";
     pub const REASON_DISPUTE: &str = "reason";
+    pub const ACTIVITY: &str = "activity";
 }
 
 use label::*;
@@ -97,6 +98,20 @@ const CONTAINER_ALLOCATION_LABELS: &[&str] = &[
     RESOURCE,
     DEVICE_ID,
     CLAIM,
+];
+/// Allow-listed pod labels follow these as `label_<name>`.
+const CONTAINER_ENERGY_LABELS: &[&str] = &[
+    NODE,
+    GPU,
+    UUID,
+    SHARING_MODE,
+    MIG_UUID,
+    NAMESPACE,
+    POD,
+    CONTAINER,
+    WORKLOAD_KIND,
+    WORKLOAD,
+    ACTIVITY,
 ];
 const DEVICE_LABELS: &[&str] = &[NODE, GPU, UUID, SHARING_MODE, MIG_UUID];
 const POD_LABELS: &[&str] = &[
@@ -162,7 +177,9 @@ families! {
     GPU_GPM_AVAILABLE = "gpu_gpm_available", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON], "1 when GPM (the source of the SM, tensor and DRAM activity families) answered this sample; 0 with the reason when it did not: not_supported (before Hopper, or a vGPU), or the NVML error of the sample or metric call (e.g. in_use, no_permission). The GPM families are then absent, never 0. (Nsight Compute profiling did not make GPM fail on an H100: docs/validation.md.)";
     GPU_POWER = "gpu_power_watts", Gauge, GPU_LABELS, "Power draw.";
     GPU_POWER_LIMIT = "gpu_power_limit_watts", Gauge, GPU_LABELS, "Enforced power limit.";
+    GPU_POWER_FLOOR = "gpu_power_floor_watts", Gauge, GPU_LABELS, "The idle floor this sample's energy split used: the GPU's power with nothing running, the lowest median of its power over --energy.floor-window of idle readings at the clock state it settles idle in (a GPU never seen idle takes the median of its same-model siblings'). Absent until learned; meanwhile energy the split would need it for goes to gpu_energy_unattributed_joules_total{reason=\"floor-unknown\"} (docs/energy.md).";
     GPU_ENERGY = "gpu_energy_joules", Counter, GPU_LABELS, "Energy consumed since the driver loaded (read on the slow cadence).";
+    GPU_ENERGY_UNATTRIBUTED = "gpu_energy_unattributed_joules", Counter, &[NODE, GPU, UUID, SHARING_MODE, REASON], "Energy of the GPU charged to no container since tessera started, by reason: unallocated (nobody holds the device, instance or slices), floor-unknown (the split needs the idle floor, not learned yet), withheld / disputed / sole-active-pod / bounds-only (the compute split withheld the share, for that reason: its dynamic energy is withheld too), unattributed (activity of processes outside any known container), unsampled (time without a power reading or sample), departed (a container that left before the counter was next read). With gpu_container_energy_joules_total summed over the GPU's containers it adds up to gpu_energy_joules_total's increase.";
     GPU_TEMPERATURE = "gpu_temperature_celsius", Gauge, &[NODE, GPU, UUID, SHARING_MODE, SENSOR], "Temperature by sensor.";
     GPU_CLOCK = "gpu_clock_hertz", Gauge, &[NODE, GPU, UUID, SHARING_MODE, CLOCK], "Current clock by domain.";
     GPU_CLOCK_EVENT_REASONS = "gpu_clock_event_reasons_active", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON], "1 when the reason is currently holding clocks down (throttling).";
@@ -206,9 +223,13 @@ families! {
     GPU_CONTAINER_BUSY_LOWER = "gpu_container_busy_ratio_lower", Gauge, CONTAINER_LABELS, "CUDA probe: what the evidence bounds the container's busy ratio by from below: the time its kernels' solo durations explain, each kernel counting at most its estimate (from the probes' timelines, over their window, 2 s behind; absent without them). Where a probe traces in duty cycles, both bounds are read from a sample of the window and widened by three standard errors of that sample. Published beside gpu_container_busy_ratio, and alone where that point figure is withheld (see gpu_compute_split_info). A bill that must not overcharge takes this.";
     GPU_CONTAINER_BUSY_UPPER = "gpu_container_busy_ratio_upper", Gauge, CONTAINER_LABELS, "CUDA probe: what the evidence bounds the container's busy ratio by from above: with the probes' timelines, under time-slicing its kernels' spans less what the other tenants' kernels must have run in the same milliseconds (one context runs at a time), under MPS its spans (its kernels' slowdown beside other clients' included); without timelines, the union of its kernel spans, which also holds the slices it waited out. Capacity planning takes this.";
     GPU_CONTAINER_BUSY = "gpu_container_busy_seconds", Counter, CONTAINER_LABELS, "CUDA probe: seconds of device time the container's kernels used (gpu_container_busy_ratio integrated over samples).";
-    GPU_CONTAINER_IDLE_NOW = "gpu_container_idle", Gauge, CONTAINER_LABELS, "1 when the container held the device and was known idle this sample (see gpu_container_idle_seconds_total), 0 when busy or unknown; what the idle alerts average.";
+    GPU_CONTAINER_IDLE_NOW = "gpu_container_idle", Gauge, CONTAINER_LABELS, "1 when the container held the device and was known idle this sample (see gpu_container_idle_seconds_total), 0 when busy or unknown (the idle alerts read the slope of gpu_container_idle_seconds_total, the same figure integrated over every sample).";
     GPU_CONTAINER_IDLE = "gpu_container_idle_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device while known idle: the device idle, nothing of it running there, or all its processes quiet (no kernels by NVML or the probe and no CPU time).";
     GPU_CONTAINER_ACTIVITY_UNKNOWN = "gpu_container_activity_unknown_seconds", Counter, CONTAINER_LABELS, "Seconds the container held the device while no source could tell whether it was idle (counted neither idle nor busy).";
+    GPU_CONTAINER_ENERGY = "gpu_container_energy_joules", Counter, CONTAINER_ENERGY_LABELS, "Energy of the device charged to the container, by whether the compute split knew it idle when charged (activity: idle, or not-idle for busy or undecided): its holding's part of the idle floor (split equally among holders, or by grant), and the power above the floor times its measured compute share (none while its share is withheld). Credited when the GPU's energy counter is read (--nvml.slow-interval). Idle energy is what an allocation burned doing nothing (docs/energy.md).";
+    GPU_CONTAINER_DYNAMIC_ENERGY = "gpu_container_dynamic_energy_joules", Counter, CONTAINER_LABELS, "Of gpu_container_energy_joules_total, the part above the GPU's idle floor: its compute share of the power the work drew (not counted while no floor is known).";
+    GPU_CONTAINER_ENERGY_LOWER = "gpu_container_energy_lower_joules", Counter, CONTAINER_LABELS, "Of the dynamic energy withheld while the CUDA probes published only bounds (gpu_energy_unattributed_joules_total{reason=\"bounds-only\"}), what the container's lower busy bound makes its own. A bill that must not overcharge adds this to gpu_container_energy_joules_total.";
+    GPU_CONTAINER_ENERGY_UPPER = "gpu_container_energy_upper_joules", Counter, CONTAINER_LABELS, "Of the same withheld energy, what its upper busy bound allows (capacity planning).";
     GPU_CONTAINER_UNALLOCATED_USE = "gpu_container_unallocated_use", Gauge, CONTAINER_LABELS, "1 when the container runs processes on a device it was not allocated (the device plugin was bypassed).";
     GPU_CONTAINER_MEMORY_LIMIT = "gpu_container_memory_limit_bytes", Gauge, CONTAINER_LABELS, "GPU memory the container may use on the device: a fractional scheduler's grant (HAMi, Volcano vGPU, KAI), its MPS pinned-memory limit (its env, or its DRA claim's GpuConfig), or the device plugin's even MPS split.";
     GPU_CONTAINER_COMPUTE_LIMIT = "gpu_container_compute_limit_ratio", Gauge, CONTAINER_LABELS, "Share of the device's SMs the container may use: HAMi/Volcano cores, its MPS active-thread percentage (its env, or its DRA claim's GpuConfig), or the device plugin's even MPS split; absent when unlimited.";
@@ -285,6 +306,15 @@ pub const FULL_DETAIL_ONLY: &[Family] = &[
     TESSERA_NVML_CALLS,
     TESSERA_NVML_CALL_CPU,
     TESSERA_NVML_CALL_TIME,
+    // Room for energy per container within ~60 series per GPU: the idle alerts read the slope
+    // of gpu_container_idle_seconds_total (every sample counted, where this gauge is sampled
+    // at scrapes), and nothing shipped reads the probe's integrated busy seconds.
+    GPU_CONTAINER_IDLE_NOW,
+    GPU_CONTAINER_BUSY,
+    // What the energy split shows of itself: the floor is also on /debug/attribution
+    // (`energy`), the dynamic part is the total less the holding's share of the floor.
+    GPU_POWER_FLOOR,
+    GPU_CONTAINER_DYNAMIC_ENERGY,
 ];
 
 /// Whether `detail` serves family `f`, as a table indexed by [`Family::index`].

@@ -15,7 +15,9 @@ fn default_detail_keeps_every_family_the_shipped_rules_and_dashboards_read() {
         super::GPU_UP,
         super::GPU_CLOCK_EVENT_REASONS,
         super::GPU_ROW_REMAP_FAILURE,
-        super::GPU_CONTAINER_IDLE_NOW,
+        super::GPU_CONTAINER_IDLE,
+        super::GPU_CONTAINER_ENERGY,
+        super::GPU_ENERGY_UNATTRIBUTED,
         super::GPU_POD_ATTRIBUTED,
         super::GPU_COMPUTE_BUSY,
     ] {

@@ -11,14 +11,17 @@
 //! - `holding/`, who holds what: `holding` itself (plain types), `grants`, `attribution`;
 //! - `compute/`: `figures` (plain types), `timeslice`, `split_types`, `probe_split`, then
 //!   `compute` itself, `evidence`, and `records` (which probes need kernel records);
+//! - `energy/`: `energy` itself (plain types), `floor`, `split`, `ledger`;
 //! - `view/`, what the exporter shows: `view` itself (plain types), filled by `limits` and
 //!   `billing`;
-//! - `join/`, which runs them all: `device`, one device's pipeline, then `join` itself;
+//! - `join/`, which runs them all: `device`, one device's pipeline, `energy_step`, the
+//!   energy split once every GPU is built, then `join` itself;
 //!   `testkit` (tests only) builds its inputs.
 
 pub mod cluster;
 pub mod compute;
 pub mod dra;
+pub mod energy;
 pub mod holding;
 pub mod inputs;
 pub mod join;

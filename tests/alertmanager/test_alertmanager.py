@@ -51,13 +51,18 @@ def gpu(node, index, sharing="exclusive"):
     return f'node="{node}",gpu="{index}",uuid="GPU-{node}-{index}",sharing_mode="{sharing}"'
 
 
+# Idle seconds grow a second a second: the idle alerts read their rate.
+STARTED = time.monotonic()
+
+
 def allocation(node, index, ns, pod):
     ctr = f'namespace="{ns}",pod="{pod}",container="main"'
     g = gpu(node, index)
+    idle = time.monotonic() - STARTED
     return [
         f'gpu_container_allocation{{{g},mig_uuid="",{ctr},workload_kind="Job",workload="{pod}",'
         f'resource="nvidia.com/gpu",device_id="GPU-{node}-{index}"}} 1',
-        f'gpu_container_idle{{{g},mig_uuid="",{ctr}}} 1',
+        f'gpu_container_idle_seconds_total{{{g},mig_uuid="",{ctr}}} {idle:.3f}',
         f'gpu_container_memory_used_bytes{{{g},mig_uuid="",{ctr}}} 0',
     ]
 

@@ -295,22 +295,27 @@ def main():
     if v:
         c.check(("DaemonSet", "gpu-metrics-tessera") in v, "release gpu-metrics names objects gpu-metrics-tessera (keeps 'tessera' for the alerts' job match)")
 
-    # prometheusRule.gpuHourPrice lands in the price rule and nowhere else.
-    priced = index(docs_of(chart.render({"prometheusRule": {"enabled": True, "gpuHourPrice": 3.25}}, **RELEASE)))
-    rule = priced.get(("PrometheusRule", "tessera"))
-    exprs = {r["record"]: r["expr"] for g in (rule or {}).get("spec", {}).get("groups", [])
-             for r in g["rules"] if "record" in r}
+    # Each price knob lands in its own rule and nowhere else.
     default = {}
     for path in glob.glob(os.path.join(a.root, "alerts", "*.yaml")):
         with open(path, encoding="utf-8") as f:
             default.update({r["record"]: r["expr"] for g in yaml.safe_load(f)["groups"]
                             for r in g["rules"] if "record" in r})
-    changed = sorted(k for k in exprs if exprs[k] != default.get(k))
-    c.check(exprs.get("cluster:gpu_hour_price:value") == "vector(3.25)" and changed == ["cluster:gpu_hour_price:value"],
-            f"prometheusRule.gpuHourPrice=3.25 sets cluster:gpu_hour_price:value to vector(3.25) only (changed: {changed})")
+    for knob, value, record in (("gpuHourPrice", 3.25, "cluster:gpu_hour_price:value"),
+                                ("kwhPrice", 0.21, "cluster:gpu_energy_kwh_price:value"),
+                                ("gridCarbonIntensity", 56, "cluster:grid_carbon_intensity_grams_per_kwh:value")):
+        priced = index(docs_of(chart.render({"prometheusRule": {"enabled": True, knob: value}}, **RELEASE)))
+        rule = priced.get(("PrometheusRule", "tessera"))
+        exprs = {r["record"]: r["expr"] for g in (rule or {}).get("spec", {}).get("groups", [])
+                 for r in g["rules"] if "record" in r}
+        changed = sorted(k for k in exprs if exprs[k] != default.get(k))
+        c.check(exprs.get(record) == f"vector({value})" and changed == [record],
+                f"prometheusRule.{knob}={value} sets {record} to vector({value}) only (changed: {changed})")
 
     for tag, bad in (("port: \"x\"", {"port": "x"}), ("unknown key", {"imag": {"tag": "1"}}),
                      ("negative GPU-hour price", {"prometheusRule": {"gpuHourPrice": -1}}),
+                     ("negative kWh price", {"prometheusRule": {"kwhPrice": -0.1}}),
+                     ("carbon intensity not a number", {"prometheusRule": {"gridCarbonIntensity": "low"}}),
                      ("ServiceMonitor without a Service", {"serviceMonitor": {"enabled": True}, "service": {"enabled": False}})):
         try:
             chart.render(bad, **RELEASE)

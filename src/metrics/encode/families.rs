@@ -64,6 +64,15 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
         );
     }
     out.push_shared(&table::GPU_SHARERS, &l, None, f64::from(g.sharers));
+    // Energy given to nobody stays visible on a lost GPU, as what it was given stays.
+    for (reason, joules) in &g.energy.remainder {
+        out.push_shared(
+            &table::GPU_ENERGY_UNATTRIBUTED,
+            &l,
+            Some((label::REASON, reason.as_label().to_owned())),
+            *joules,
+        );
+    }
     out.push_shared(&table::GPU_REPLICAS, &l, None, f64::from(g.replicas));
     // XIDs stay visible on a lost GPU: XID 79 is how it got lost.
     for (xid, count) in &s.xid_counts {
@@ -112,6 +121,7 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
     };
     opt(&table::GPU_POWER, s.power_watts);
     opt(&table::GPU_POWER_LIMIT, s.power_limit_watts);
+    opt(&table::GPU_POWER_FLOOR, g.energy.floor_watts);
     opt(&table::GPU_ENERGY, s.energy_joules);
     opt(&table::GPU_PCIE_REPLAYS, s.pcie_replays.map(|v| v as f64));
     opt(&table::GPU_ENCODER_UTILIZATION, s.encoder_utilization);
@@ -197,7 +207,16 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
             s.remapped_rows.map(|r| r.uncorrectable as f64),
         ),
     ];
+    // Corrected ECC errors (the hardware fixed them) and the memory clock (fixed on data-centre
+    // GPUs) inform; nothing shipped alerts on them, so they are served at full detail only.
+    let informational = |f: &Family, value: &str| {
+        (f.index == table::GPU_ECC_ERRORS.index && value == "corrected")
+            || (f.index == table::GPU_CLOCK.index && value == "memory")
+    };
     for (f, key, value, v) in labelled {
+        if !out.informational && informational(f, value) {
+            continue;
+        }
         if let Some(v) = v {
             out.push_shared(f, &l, Some((key, value.to_owned())), v);
         }
@@ -364,7 +383,25 @@ pub(super) fn container_families(out: &mut Families, node: &str, g: &GpuView, c:
         al.push((label::CLAIM.into(), a.claim.as_str().into()));
         out.push(&table::GPU_CONTAINER_ALLOCATION, pod_labels(al), 1.0);
     }
+    for (state, joules) in c.energy.joules.iter() {
+        let mut el = l.clone();
+        el.push((label::ACTIVITY.into(), state.as_label().into()));
+        out.push(&table::GPU_CONTAINER_ENERGY, pod_labels(el), joules);
+    }
     let l = out.share(pod_labels(l));
+    if !c.energy.joules.is_empty() {
+        let e = &c.energy;
+        out.push_shared(
+            &table::GPU_CONTAINER_DYNAMIC_ENERGY,
+            &l,
+            None,
+            e.dynamic_joules,
+        );
+        if let (Some(lower), Some(upper)) = (e.lower_joules, e.upper_joules) {
+            out.push_shared(&table::GPU_CONTAINER_ENERGY_LOWER, &l, None, lower);
+            out.push_shared(&table::GPU_CONTAINER_ENERGY_UPPER, &l, None, upper);
+        }
+    }
     out.push_shared(
         &table::GPU_CONTAINER_MEMORY_USED,
         &l,

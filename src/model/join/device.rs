@@ -489,6 +489,7 @@ pub(super) fn join_gpu(on: GpuInputs<'_>, target: usize) -> GpuView {
         processes,
         pods,
         accounts,
+        energy: Default::default(),
         sample: gpu.clone(),
     }
 }

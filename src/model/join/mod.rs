@@ -15,10 +15,12 @@ use super::view::{CollectorStatus, ProcessView, Snapshot};
 use super::NvmlSample;
 
 mod device;
+mod energy_step;
 #[cfg(test)]
 pub mod testkit;
 
 use self::device::{accumulated, join_gpu, Ctx, GpuInputs};
+use self::energy_step::EnergyStep;
 
 /// Idle time is counted at sample resolution; a longer gap (a stalled sampler) is not
 /// evidence of idleness and is capped.
@@ -40,6 +42,8 @@ pub struct JoinInputs<'a> {
     pub activity: &'a ActivityInputs,
     /// The previous snapshot, for counters (idle seconds) that accumulate across samples.
     pub previous: Option<&'a Snapshot>,
+    /// Seconds of idle readings a GPU's idle floor is learned over (`--energy.floor-window`).
+    pub energy_floor_window: f64,
 }
 
 pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
@@ -118,6 +122,15 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         views.push(join_gpu(on, g));
     }
     limits::fill_all(&mut views, inputs.cluster);
+    energy_step::fill_all(
+        &mut views,
+        &EnergyStep {
+            previous: inputs.previous,
+            now: inputs.timestamp_seconds,
+            dt: ctx.dt,
+            floor_window: inputs.energy_floor_window,
+        },
+    );
     Snapshot {
         node: inputs.node.to_owned(),
         timestamp_seconds: inputs.timestamp_seconds,

@@ -32,6 +32,7 @@ pub fn inputs(nvml: &NvmlSample) -> JoinInputs<'_> {
         resources: &NO_EXTRA_RESOURCES,
         activity: &NO_ACTIVITY,
         previous: None,
+        energy_floor_window: 30.0,
     }
 }
 

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::attribution::AttributionStats;
 use super::compute::{Activity, DeviceSplit, ProcessShare, SplitMethod};
+use super::energy::{ContainerEnergy, GpuEnergy};
 use super::figures::DisputeReason;
 use super::holding::{Holding, PodRef};
 use super::sharing::{SharingEvidence, SharingMode};
@@ -71,6 +72,8 @@ pub struct ContainerUse {
     pub unallocated_use: bool,
     /// What it may use of the device (filled by `limits::fill_all` once the GPU is built).
     pub limits: Limits,
+    /// Energy charged to it on the device, accumulated ([`super::energy`]).
+    pub energy: ContainerEnergy,
 }
 
 impl ContainerUse {
@@ -92,6 +95,7 @@ impl ContainerUse {
             unknown_seconds: 0.0,
             unallocated_use: false,
             limits: Limits::default(),
+            energy: ContainerEnergy::default(),
         }
     }
 }
@@ -139,6 +143,9 @@ pub struct GpuView {
     pub pods: Vec<PodUse>,
     /// Per device: busy, attributed and disputed, accumulated.
     pub accounts: Vec<DeviceAccount>,
+    /// The GPU's energy: its floor, what is pending until its counter moves, and what went
+    /// to nobody ([`super::energy`]).
+    pub energy: GpuEnergy,
 }
 
 /// What the exporter shows for one sample. Immutable once built; swapped whole.
