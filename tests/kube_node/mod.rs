@@ -1,0 +1,542 @@
+//! Harness for the tests on a real node (scripts/test-kube-node.sh starts etcd, kube-apiserver,
+//! containerd and the kubelet and names its state directory in `TESSERA_KUBE_NODE_DIR`): pods
+//! made through the API server and run by the kubelet, devices advertised by the device-plugin
+//! fixture, the real PIDs of the pods' processes handed to the fake NVML through `pid_file`s,
+//! and tessera run as on a node, on the real `/proc` and pod-resources socket.
+#![allow(dead_code)]
+
+pub mod lifecycle;
+pub mod sharing;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use serde_json::{json, Value};
+
+use crate::support;
+
+/// How often tessera polls pod-resources, and samples: "within one poll" is measured in these.
+pub const POLL: Duration = Duration::from_secs(1);
+pub const SAMPLE: Duration = Duration::from_millis(500);
+
+pub struct Node {
+    pub rt: tokio::runtime::Runtime,
+    pub dir: PathBuf,
+    pub client: Client,
+    pub env: HashMap<String, String>,
+}
+
+/// The node's state directory; the tests are `#[ignore]`d, so reaching this without it means
+/// someone ran them by hand without the script.
+pub fn node() -> Node {
+    let dir = std::env::var_os("TESSERA_KUBE_NODE_DIR")
+        .map(PathBuf::from)
+        .expect("TESSERA_KUBE_NODE_DIR unset: run scripts/test-kube-node.sh");
+    let env = std::fs::read_to_string(dir.join("node/env"))
+        .expect("node env")
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+    let rt = support::fake_cluster_runtime();
+    let client = rt.block_on(async {
+        let kc = Kubeconfig::read_from(dir.join("admin.kubeconfig")).expect("admin kubeconfig");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("admin config");
+        Client::try_from(cfg).expect("admin client")
+    });
+    std::fs::create_dir_all(dir.join("pids")).expect("pids dir");
+    Node {
+        rt,
+        dir,
+        client,
+        env,
+    }
+}
+
+/// A container's state as the kubelet reported it.
+#[derive(Debug, Clone)]
+pub struct Running {
+    pub id: String,
+    pub restarts: i32,
+}
+
+impl Node {
+    pub fn name(&self) -> &str {
+        &self.env["NODE_NAME"]
+    }
+
+    fn pods(&self, ns: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub fn namespace(&self, ns: &str) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        if self.rt.block_on(api.get_opt(ns)).ok().flatten().is_none() {
+            let obj = serde_json::from_value(json!({"metadata": {"name": ns}})).expect("ns");
+            self.rt
+                .block_on(api.create(&PostParams::default(), &obj))
+                .expect("namespace");
+        }
+    }
+
+    /// Creates the pod (bound to this node: no scheduler runs) and returns the server's object.
+    pub fn create(&self, mut pod: Value) -> Pod {
+        pod["spec"]["nodeName"] = json!(self.name());
+        let ns = pod["metadata"]["namespace"].as_str().expect("ns").to_owned();
+        self.namespace(&ns);
+        let obj: Pod = serde_json::from_value(pod).expect("pod");
+        self.rt
+            .block_on(self.pods(&ns).create(&PostParams::default(), &obj))
+            .unwrap_or_else(|e| panic!("the server rejected {ns}/{:?}: {e}", obj.metadata.name))
+    }
+
+    pub fn get(&self, ns: &str, name: &str) -> Option<Pod> {
+        self.rt.block_on(self.pods(ns).get_opt(name)).ok().flatten()
+    }
+
+    /// Polls the pod until `cond` holds; panics with its last status after `limit`.
+    pub fn wait_pod(
+        &self,
+        ns: &str,
+        name: &str,
+        what: &str,
+        limit: Duration,
+        mut cond: impl FnMut(&Pod) -> bool,
+    ) -> Pod {
+        let deadline = Instant::now() + limit;
+        loop {
+            let pod = self.get(ns, name);
+            if let Some(p) = &pod {
+                if cond(p) {
+                    return p.clone();
+                }
+            }
+            if Instant::now() > deadline {
+                let status = pod
+                    .and_then(|p| p.status)
+                    .map(|s| serde_json::to_string_pretty(&s).unwrap_or_default());
+                panic!(
+                    "{ns}/{name}: {what} not within {limit:?}; status: {}\n{}",
+                    status.unwrap_or_else(|| "no pod".into()),
+                    self.kubelet_log_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The container `container` (an app or init container) once it runs.
+    pub fn wait_running(&self, ns: &str, name: &str, container: &str) -> Running {
+        let mut found = None;
+        self.wait_pod(
+            ns,
+            name,
+            &format!("container {container} running"),
+            Duration::from_secs(60),
+            |p| {
+                found = running(p, container);
+                found.is_some()
+            },
+        );
+        found.expect("running")
+    }
+
+    /// Deletes the pod as a user would (graceful; the kubelet confirms) and waits until the API
+    /// server no longer has it.
+    pub fn delete(&self, ns: &str, name: &str) {
+        let _ = self
+            .rt
+            .block_on(self.pods(ns).delete(name, &DeleteParams::default()));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.get(ns, name).is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "{ns}/{name} still there a minute after its deletion\n{}",
+                self.kubelet_log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Deletes every pod of the namespaces, so the next test finds the node's devices free.
+    pub fn clean(&self, namespaces: &[&str]) {
+        for ns in namespaces {
+            let pods = self
+                .rt
+                .block_on(self.pods(ns).list(&Default::default()))
+                .map(|l| l.items)
+                .unwrap_or_default();
+            for p in pods {
+                let _ = self.rt.block_on(
+                    self.pods(ns)
+                        .delete(&p.metadata.name.clone().unwrap_or_default(), &Default::default()),
+                );
+            }
+            for _ in 0..600 {
+                let left = self
+                    .rt
+                    .block_on(self.pods(ns).list(&Default::default()))
+                    .map(|l| l.items.len())
+                    .unwrap_or(0);
+                if left == 0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// What the device-plugin fixture advertises, as NVIDIA's plugin names resources; returns
+    /// once the node's allocatable shows every resource with its count.
+    pub fn devices(&self, resources: &[(&str, Vec<String>)]) {
+        let config = json!({"resources": resources.iter()
+            .map(|(name, ids)| json!({"name": name, "devices": ids}))
+            .collect::<Vec<_>>()});
+        std::fs::write(self.dir.join("node/devices.json"), config.to_string()).expect("devices");
+        let nodes: Api<NodeObject> = Api::all(self.client.clone());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let node = self.rt.block_on(nodes.get(self.name())).expect("node");
+            let alloc = node
+                .status
+                .and_then(|s| s.allocatable)
+                .unwrap_or_default();
+            let ready = resources
+                .iter()
+                .all(|(name, ids)| alloc.get(*name).map(|q| q.0.as_str()) == Some(&ids.len().to_string()));
+            if ready {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "allocatable {alloc:?} never showed {resources:?}\n{}",
+                std::fs::read_to_string(self.dir.join("node/device-plugin.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn ctr(&self, args: &[&str]) -> String {
+        let out = Command::new("ctr")
+            .arg("--address")
+            .arg(&self.env["CONTAINERD_SOCKET"])
+            .args(["-n", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("ctr");
+        assert!(
+            out.status.success(),
+            "ctr {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The host PID of the container's process, as containerd records its task.
+    pub fn task_pid(&self, container_id: &str) -> u32 {
+        let tasks = self.ctr(&["tasks", "ls"]);
+        tasks
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                (f.next() == Some(container_id))
+                    .then(|| f.next().and_then(|p| p.parse().ok()))
+                    .flatten()
+            })
+            .unwrap_or_else(|| panic!("containerd has no task {container_id}:\n{tasks}"))
+    }
+
+    /// The devices the kubelet gave the container: what the plugin's Allocate answered, in the
+    /// container's environment (where NVIDIA's container runtime reads it).
+    pub fn visible_devices(&self, container_id: &str) -> String {
+        let info: Value =
+            serde_json::from_str(&self.ctr(&["containers", "info", container_id])).expect("info");
+        info["Spec"]["process"]["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .find_map(|e| e.strip_prefix("NVIDIA_VISIBLE_DEVICES="))
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The file the fake NVML reads a process's PID from.
+    pub fn pid_file(&self, name: &str) -> PathBuf {
+        self.dir.join("pids").join(format!("{name}.pid"))
+    }
+
+    /// Names the container's process in `pid_file(name)`, after checking that the kubelet gave
+    /// the container the device the scenario puts the process on; returns the PID.
+    pub fn track(&self, name: &str, container: &Running, device: &str) -> u32 {
+        assert_eq!(
+            self.visible_devices(&container.id),
+            device,
+            "the kubelet gave {name} another device than the scenario expects"
+        );
+        let pid = self.task_pid(&container.id);
+        std::fs::write(self.pid_file(name), format!("{pid}\n")).expect("pid file");
+        pid
+    }
+
+    pub fn restart(&self, what: &str) {
+        let script = support::workspace().join("scripts/kube-real/node.sh");
+        let status = Command::new(script)
+            .arg(format!("restart-{what}"))
+            .arg(&self.dir)
+            .status()
+            .expect("node.sh");
+        assert!(status.success(), "{what} restart failed");
+    }
+
+    pub fn kubelet_log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.dir.join("node/kubelet.log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        format!(
+            "kubelet log (tail):\n{}",
+            lines[lines.len().saturating_sub(30)..].join("\n")
+        )
+    }
+
+    /// tessera as on a node: the fake NVML library with `scenario`, the real `/proc`, the
+    /// kubelet's pod-resources socket, and the pod watch with the chart's service account.
+    pub fn tessera(&self, scenario: &str) -> Tessera {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("scenario.yaml");
+        std::fs::write(&path, scenario).expect("scenario");
+        let port = support::free_port();
+        let log = dir.path().join("tessera.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
+            .arg(format!("--nvml.library={}", support::fake_library().display()))
+            .arg("--path.procfs=/proc")
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg(format!("--kube.node-name={}", self.name()))
+            .arg(format!(
+                "--kubelet.pod-resources-socket={}",
+                self.env["POD_RESOURCES_SOCKET"]
+            ))
+            .arg(format!("--kubelet.poll-interval={}s", POLL.as_secs()))
+            .arg(format!("--sample.interval={}ms", SAMPLE.as_millis()))
+            .arg("--nvml.process-interval=1s")
+            .arg("--metrics.detail=full")
+            .env("TESSERA_FAKE_NVML_SCENARIO", &path)
+            .env("KUBECONFIG", self.dir.join("tessera.kubeconfig"))
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("spawn tessera");
+        let t = Tessera {
+            child,
+            port,
+            log,
+            _dir: dir,
+        };
+        t.wait("ready", Duration::from_secs(30), |_| {
+            t.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false)
+        });
+        t
+    }
+}
+
+/// The named container's ID while it runs (app containers, then init containers).
+pub fn running(pod: &Pod, container: &str) -> Option<Running> {
+    let status = pod.status.as_ref()?;
+    status
+        .container_statuses
+        .iter()
+        .flatten()
+        .chain(status.init_container_statuses.iter().flatten())
+        .find(|c| c.name == container)
+        .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+        .and_then(|c| {
+            Some(Running {
+                id: c.container_id.as_ref()?.strip_prefix("containerd://")?.to_owned(),
+                restarts: c.restart_count,
+            })
+        })
+}
+
+pub struct Tessera {
+    child: Child,
+    pub port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tessera {
+    pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
+        support::http_get(self.port, path).map(|(s, _, b)| (s, b))
+    }
+
+    pub fn metrics(&self) -> String {
+        self.get("/metrics").map(|(_, b)| b).unwrap_or_default()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Polls the scrape until `cond` holds; returns that scrape, or panics with the last one.
+    pub fn wait(&self, what: &str, limit: Duration, mut cond: impl FnMut(&str) -> bool) -> String {
+        let deadline = Instant::now() + limit;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            last = self.metrics();
+            if cond(&last) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "timed out after {limit:?} waiting for {what}\nlast scrape (GPU series):\n{}\ntessera log:\n{}",
+            gpu_lines(&last),
+            self.log()
+        );
+    }
+}
+
+impl Drop for Tessera {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The scrape's container and process series, for failure messages.
+pub fn gpu_lines(m: &str) -> String {
+    m.lines()
+        .filter(|l| l.starts_with("gpu_container_") || l.starts_with("gpu_process_memory"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One series of an exposition: its family, labels and value.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub family: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// Every series of `family` in the scrape (no escaped quotes appear in the tests' labels).
+pub fn series(m: &str, family: &str) -> Vec<Series> {
+    m.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (head, value) = l.rsplit_once(' ')?;
+            let (name, labels) = match head.split_once('{') {
+                Some((n, rest)) => (n, rest.strip_suffix('}')?),
+                None => (head, ""),
+            };
+            let value: f64 = value.parse().ok()?;
+            (name == family).then(|| Series {
+                family: name.to_owned(),
+                labels: labels
+                    .split("\",")
+                    .filter(|kv| !kv.is_empty())
+                    .filter_map(|kv| {
+                        let (k, v) = kv.split_once("=\"")?;
+                        Some((k.to_owned(), v.trim_end_matches('"').to_owned()))
+                    })
+                    .collect(),
+                value,
+            })
+        })
+        .collect()
+}
+
+/// The series of `family` whose labels include every pair of `want`.
+pub fn matching(m: &str, family: &str, want: &[(&str, &str)]) -> Vec<Series> {
+    series(m, family)
+        .into_iter()
+        .filter(|s| {
+            want.iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .collect()
+}
+
+/// Whether exactly one series of `family` carries all of `want`.
+pub fn has_one(m: &str, family: &str, want: &[(&str, &str)]) -> bool {
+    matching(m, family, want).len() == 1
+}
+
+/// The one series of `family` for the selector `select`, whose labels must then be exactly
+/// `expect` on each key `expect` names; panics naming every difference.
+pub fn assert_series(m: &str, family: &str, select: &[(&str, &str)], expect: &[(&str, &str)]) -> Series {
+    let found = matching(m, family, select);
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {family} series for {select:?}, found {found:#?}\nGPU series:\n{}",
+        gpu_lines(m)
+    );
+    let s = found.into_iter().next().expect("one");
+    let wrong: Vec<String> = expect
+        .iter()
+        .filter(|(k, v)| s.labels.get(*k).map(String::as_str) != Some(*v))
+        .map(|(k, v)| format!("{k}={:?} (expected {v:?})", s.labels.get(*k)))
+        .collect();
+    assert!(wrong.is_empty(), "{family} {select:?}: {}\n{s:#?}", wrong.join(", "));
+    s
+}
+
+/// A pod of the busybox test image; `containers` are `(name, command, resources)`.
+pub fn pod(ns: &str, name: &str, containers: &[(&str, &str, Value)]) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"namespace": ns, "name": name, "labels": {"app": name}},
+        "spec": {
+            // The node has no pod network (containerd 1.6 wants an eth0 from CNI, which only a
+            // plugin that changes the host's network would make); the join does not use one.
+            "hostNetwork": true,
+            // A stand-in CUDA client ignores SIGTERM (busybox as PID 1): it is killed after 1 s.
+            "terminationGracePeriodSeconds": 1,
+            "containers": containers.iter().map(|(n, c, r)| container(n, c, r.clone())).collect::<Vec<_>>(),
+        }
+    })
+}
+
+pub fn container(name: &str, command: &str, resources: Value) -> Value {
+    json!({
+        "name": name,
+        "image": "localhost/tessera-test/busybox:1",
+        "imagePullPolicy": "Never",
+        "command": ["/bin/sh", "-c", command],
+        "resources": resources,
+    })
+}
+
+/// `n` of `resource`, as requests and limits (extended resources need both equal).
+pub fn gpus(resource: &str, n: u32) -> Value {
+    json!({"limits": {resource: n.to_string()}, "requests": {resource: n.to_string()}})
+}
+
+pub const SLEEP: &str = "exec sleep 3600";
+
+/// The cgroup paths of a process, one per hierarchy, as `/proc/<pid>/cgroup` lists them.
+pub fn cgroup_paths(pid: u32) -> Vec<String> {
+    std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("cgroup"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2).map(str::to_owned))
+        .collect()
+}
+
+/// GPU UUIDs of the scenarios (hex only, as NVML's).
+pub fn gpu_uuid(n: u32) -> String {
+    format!("GPU-{n:08x}-1111-2222-3333-444444444444")
+}
+
+pub fn mig_uuid(n: u32) -> String {
+    format!("MIG-{n:08x}-5555-6666-7777-888888888888")
+}
