@@ -8,18 +8,19 @@
 pub mod lifecycle;
 pub mod sharing;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node as NodeObject, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use serde_json::{json, Value};
 
 use crate::support;
+use tessera::source::podresources::{PodResourcesClient, PodResourcesConfig};
 
 /// How often tessera polls pod-resources, and samples: "within one poll" is measured in these.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -90,7 +91,10 @@ impl Node {
     /// Creates the pod (bound to this node: no scheduler runs) and returns the server's object.
     pub fn create(&self, mut pod: Value) -> Pod {
         pod["spec"]["nodeName"] = json!(self.name());
-        let ns = pod["metadata"]["namespace"].as_str().expect("ns").to_owned();
+        let ns = pod["metadata"]["namespace"]
+            .as_str()
+            .expect("ns")
+            .to_owned();
         self.namespace(&ns);
         let obj: Pod = serde_json::from_value(pod).expect("pod");
         self.rt
@@ -175,10 +179,10 @@ impl Node {
                 .map(|l| l.items)
                 .unwrap_or_default();
             for p in pods {
-                let _ = self.rt.block_on(
-                    self.pods(ns)
-                        .delete(&p.metadata.name.clone().unwrap_or_default(), &Default::default()),
-                );
+                let _ = self.rt.block_on(self.pods(ns).delete(
+                    &p.metadata.name.clone().unwrap_or_default(),
+                    &Default::default(),
+                ));
             }
             for _ in 0..600 {
                 let left = self
@@ -195,30 +199,45 @@ impl Node {
     }
 
     /// What the device-plugin fixture advertises, as NVIDIA's plugin names resources; returns
-    /// once the node's allocatable shows every resource with its count.
+    /// once the kubelet offers exactly these device IDs (its pod-resources
+    /// `GetAllocatableResources`): a count alone would not tell a new list from the last one.
     pub fn devices(&self, resources: &[(&str, Vec<String>)]) {
         let config = json!({"resources": resources.iter()
             .map(|(name, ids)| json!({"name": name, "devices": ids}))
             .collect::<Vec<_>>()});
         std::fs::write(self.dir.join("node/devices.json"), config.to_string()).expect("devices");
-        let nodes: Api<NodeObject> = Api::all(self.client.clone());
+        let cfg = PodResourcesConfig {
+            socket: PathBuf::from(&self.env["POD_RESOURCES_SOCKET"]),
+            ..Default::default()
+        };
+        let want: BTreeMap<&str, BTreeSet<&str>> = resources
+            .iter()
+            .map(|(name, ids)| (*name, ids.iter().map(String::as_str).collect()))
+            .collect();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let node = self.rt.block_on(nodes.get(self.name())).expect("node");
-            let alloc = node
-                .status
-                .and_then(|s| s.allocatable)
-                .unwrap_or_default();
-            let ready = resources
+            let offered = self.rt.block_on(async {
+                let mut c = PodResourcesClient::connect(&cfg).await.ok()?;
+                c.allocatable().await.ok().flatten()
+            });
+            let offered: BTreeMap<&str, BTreeSet<&str>> = offered
                 .iter()
-                .all(|(name, ids)| alloc.get(*name).map(|q| q.0.as_str()) == Some(&ids.len().to_string()));
-            if ready {
+                .flat_map(|a| &a.devices)
+                .filter(|d| want.contains_key(d.resource_name.as_str()))
+                .fold(BTreeMap::new(), |mut m, d| {
+                    m.entry(d.resource_name.as_str())
+                        .or_insert_with(BTreeSet::new)
+                        .insert(d.device_id.as_str());
+                    m
+                });
+            if offered == want {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "allocatable {alloc:?} never showed {resources:?}\n{}",
-                std::fs::read_to_string(self.dir.join("node/device-plugin.log")).unwrap_or_default()
+                "the kubelet offers {offered:?}, not {want:?}\n{}",
+                std::fs::read_to_string(self.dir.join("node/device-plugin.log"))
+                    .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -274,17 +293,25 @@ impl Node {
         self.dir.join("pids").join(format!("{name}.pid"))
     }
 
-    /// Names the container's process in `pid_file(name)`, after checking that the kubelet gave
-    /// the container the device the scenario puts the process on; returns the PID.
-    pub fn track(&self, name: &str, container: &Running, device: &str) -> u32 {
-        assert_eq!(
-            self.visible_devices(&container.id),
-            device,
-            "the kubelet gave {name} another device than the scenario expects"
-        );
+    /// Names the container's process in `pid_file(name)` for the fake NVML; returns its PID and
+    /// the devices the kubelet gave the container.
+    pub fn track(&self, name: &str, container: &Running) -> Tracked {
         let pid = self.task_pid(&container.id);
         std::fs::write(self.pid_file(name), format!("{pid}\n")).expect("pid file");
-        pid
+        Tracked {
+            pid,
+            device: self.visible_devices(&container.id),
+        }
+    }
+
+    /// Deletes the namespaces' pods when dropped, however the test ends, so the next test finds
+    /// the node's devices free.
+    pub fn cleanup(&self, namespace: &'static str) -> Cleanup<'_> {
+        self.clean(&[namespace]);
+        Cleanup {
+            node: self,
+            namespace,
+        }
     }
 
     pub fn restart(&self, what: &str) {
@@ -315,7 +342,10 @@ impl Node {
         let port = support::free_port();
         let log = dir.path().join("tessera.log");
         let child = Command::new(env!("CARGO_BIN_EXE_tessera"))
-            .arg(format!("--nvml.library={}", support::fake_library().display()))
+            .arg(format!(
+                "--nvml.library={}",
+                support::fake_library().display()
+            ))
             .arg("--path.procfs=/proc")
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg(format!("--kube.node-name={}", self.name()))
@@ -347,6 +377,85 @@ impl Node {
     }
 }
 
+pub struct Cleanup<'a> {
+    node: &'a Node,
+    namespace: &'static str,
+}
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        self.node.clean(&[self.namespace]);
+    }
+}
+
+/// A pod's process as the fake NVML will report it.
+#[derive(Debug, Clone)]
+pub struct Tracked {
+    pub pid: u32,
+    /// NVIDIA_VISIBLE_DEVICES: the device IDs the kubelet allocated, comma-separated.
+    pub device: String,
+}
+
+/// A GPU of a scenario: its UUID, more keys (`compute_mode: exclusive_process`) and MIG
+/// instances (1g.10gb, by UUID).
+pub struct Gpu {
+    pub uuid: String,
+    pub keys: &'static str,
+    pub migs: Vec<String>,
+}
+
+impl Gpu {
+    pub fn whole(uuid: &str) -> Gpu {
+        Gpu {
+            uuid: uuid.to_owned(),
+            keys: "",
+            migs: Vec::new(),
+        }
+    }
+}
+
+/// The fake NVML's scenario: `gpus`, and each process named by its pid file, placed on the GPU
+/// or MIG instance its device ID names (`GPU-…`, `GPU-…::<n>`, `MIG-…`) with `keys`
+/// (`memory_mib: 1024, sm_util: 20`).
+pub fn scenario(n: &Node, gpus: &[Gpu], procs: &[(&str, &str, &str)]) -> String {
+    let mut y = String::from("gpus:\n");
+    for g in gpus {
+        y += &format!("  - sku: h100-80gb-hbm3\n    uuid: {}\n", g.uuid);
+        if !g.keys.is_empty() {
+            y += &format!("    {}\n", g.keys);
+        }
+        if !g.migs.is_empty() {
+            y += "    mig:\n      instances:\n";
+            for m in &g.migs {
+                y += &format!("        - {{ profile: 1g.10gb, uuid: {m} }}\n");
+            }
+        }
+    }
+    y += "phases:\n  - at_ms: 0\n    processes:\n";
+    for (file, device, keys) in procs {
+        let id = device.split("::").next().unwrap_or_default();
+        let (gpu, mig) = gpus
+            .iter()
+            .enumerate()
+            .find_map(|(i, g)| {
+                if g.uuid == id {
+                    Some((i, None))
+                } else {
+                    g.migs.iter().any(|m| m == id).then_some((i, Some(id)))
+                }
+            })
+            .unwrap_or_else(|| panic!("{file}: device {device:?} is none of the scenario's"));
+        let mig = mig
+            .map(|m| format!(", mig_instance: {m}"))
+            .unwrap_or_default();
+        y += &format!(
+            "      - {{ pid_file: {}, gpu: {gpu}{mig}, {keys} }}\n",
+            n.pid_file(file).display()
+        );
+    }
+    y
+}
+
 /// The named container's ID while it runs (app containers, then init containers).
 pub fn running(pod: &Pod, container: &str) -> Option<Running> {
     let status = pod.status.as_ref()?;
@@ -359,7 +468,11 @@ pub fn running(pod: &Pod, container: &str) -> Option<Running> {
         .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
         .and_then(|c| {
             Some(Running {
-                id: c.container_id.as_ref()?.strip_prefix("containerd://")?.to_owned(),
+                id: c
+                    .container_id
+                    .as_ref()?
+                    .strip_prefix("containerd://")?
+                    .to_owned(),
                 restarts: c.restart_count,
             })
         })
@@ -470,9 +583,99 @@ pub fn has_one(m: &str, family: &str, want: &[(&str, &str)]) -> bool {
     matching(m, family, want).len() == 1
 }
 
+/// A series the scrape must hold: exactly one of `family` for the selector, with these labels
+/// (and this value, where given).
+#[derive(Debug, Clone)]
+pub struct Want {
+    pub family: &'static str,
+    pub select: Vec<(String, String)>,
+    pub labels: Vec<(String, String)>,
+    pub value: Option<f64>,
+}
+
+fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn borrowed(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+pub fn want(family: &'static str, select: &[(&str, &str)], labels: &[(&str, &str)]) -> Want {
+    Want {
+        family,
+        select: owned(select),
+        labels: owned(labels),
+        value: None,
+    }
+}
+
+impl Want {
+    pub fn value(mut self, v: f64) -> Want {
+        self.value = Some(v);
+        self
+    }
+
+    pub fn holds(&self, m: &str) -> bool {
+        let found = matching(m, self.family, &borrowed(&self.select));
+        found.len() == 1
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| found[0].labels.get(k) == Some(v))
+            && self.value.is_none_or(|v| found[0].value == v)
+    }
+
+    /// Panics naming what differs.
+    pub fn check(&self, m: &str) {
+        let s = assert_series(
+            m,
+            self.family,
+            &borrowed(&self.select),
+            &borrowed(&self.labels),
+        );
+        if let Some(v) = self.value {
+            assert_eq!(s.value, v, "{} {:?}", self.family, self.select);
+        }
+    }
+}
+
+impl Tessera {
+    /// Waits until the scrape holds every `wants`; then returns it. After `limit`, checks the
+    /// last scrape want by want, so the failure names the first difference.
+    pub fn expect(&self, what: &str, limit: Duration, wants: &[Want]) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let m = self.metrics();
+            if wants.iter().all(|w| w.holds(&m)) {
+                return m;
+            }
+            if Instant::now() > deadline {
+                eprintln!("{what}: not after {limit:?}; tessera log:\n{}", self.log());
+                for w in wants {
+                    w.check(&m);
+                }
+                return m;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 /// The one series of `family` for the selector `select`, whose labels must then be exactly
 /// `expect` on each key `expect` names; panics naming every difference.
-pub fn assert_series(m: &str, family: &str, select: &[(&str, &str)], expect: &[(&str, &str)]) -> Series {
+pub fn assert_series(
+    m: &str,
+    family: &str,
+    select: &[(&str, &str)],
+    expect: &[(&str, &str)],
+) -> Series {
     let found = matching(m, family, select);
     assert_eq!(
         found.len(),
@@ -486,7 +689,11 @@ pub fn assert_series(m: &str, family: &str, select: &[(&str, &str)], expect: &[(
         .filter(|(k, v)| s.labels.get(*k).map(String::as_str) != Some(*v))
         .map(|(k, v)| format!("{k}={:?} (expected {v:?})", s.labels.get(*k)))
         .collect();
-    assert!(wrong.is_empty(), "{family} {select:?}: {}\n{s:#?}", wrong.join(", "));
+    assert!(
+        wrong.is_empty(),
+        "{family} {select:?}: {}\n{s:#?}",
+        wrong.join(", ")
+    );
     s
 }
 

@@ -36,6 +36,8 @@ pub enum PodResourcesError {
         code: tonic::Code,
         reason: String,
     },
+    #[error("the kubelet lists no pod after listing some: a kubelet that has just restarted answers before it has read its pods back; keeping the last answer for up to {grace:?}")]
+    NoPodsYet { grace: Duration },
 }
 
 impl PodResourcesError {

@@ -46,6 +46,12 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// tonic's default decode limit is 4 MiB, which a busy node's `List` answer can exceed.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(5 * 60);
+/// A kubelet that has just restarted answers `List` before it has read its pods back: it
+/// listed no pod at all for 1.2 s after a restart on the node tier (kubelet v1.37.2,
+/// docs/kubernetes-real-node.md), then every pod again. An answer listing no pod, after one that
+/// listed some, is therefore taken only once it has lasted this long; until then the last good
+/// answer stands, so running pods are not called unallocated for a poll.
+pub const DEFAULT_EMPTY_GRACE: Duration = Duration::from_secs(30);
 /// The kubelet rate-limits the socket (100 QPS, burst 10) for every client on the node;
 /// an exporter has no business polling faster than this.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -73,6 +79,8 @@ pub struct PodResourcesConfig {
     pub max_message_size: usize,
     /// How long the last good answer is served while the kubelet cannot be reached.
     pub stale_after: Duration,
+    /// How long an answer listing no pod, after one that listed some, is held back.
+    pub empty_grace: Duration,
 }
 
 impl Default for PodResourcesConfig {
@@ -83,6 +91,7 @@ impl Default for PodResourcesConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             stale_after: DEFAULT_STALE_AFTER,
+            empty_grace: DEFAULT_EMPTY_GRACE,
         }
     }
 }
@@ -144,6 +153,8 @@ struct Poller {
     /// When `allocatable` was fetched on the current connection; `None` means due now.
     allocatable_at: Option<Instant>,
     last_good: Option<(Arc<Allocations>, Instant)>,
+    /// Since when the kubelet has listed no pod, after listing some.
+    empty_since: Option<Instant>,
     last_success: Option<SystemTime>,
     health: Health,
     backoff: Duration,
@@ -159,6 +170,7 @@ impl Poller {
             allocatable: Allocatable::default(),
             allocatable_at: None,
             last_good: None,
+            empty_since: None,
             last_success: None,
             health: Health::Unknown,
             backoff: INITIAL_BACKOFF,
@@ -169,6 +181,12 @@ impl Poller {
         loop {
             let started = Instant::now();
             match self.poll_once().await {
+                Ok(allocations) if self.still_reading_pods(&allocations) => {
+                    self.on_failure(&PodResourcesError::NoPodsYet {
+                        grace: self.cfg.empty_grace,
+                    });
+                    tokio::time::sleep_until(started + self.cfg.interval).await;
+                }
                 Ok(allocations) => {
                     self.on_success(allocations);
                     self.backoff = INITIAL_BACKOFF;
@@ -219,6 +237,23 @@ impl Poller {
         allocations.allocatable = self.allocatable.devices.clone();
         allocations.skipped += self.allocatable.skipped;
         Ok(allocations)
+    }
+
+    /// Whether this answer lists no pod after the last good one listed some, for less than
+    /// `empty_grace`: a kubelet that has not read its pods back yet (see
+    /// [`DEFAULT_EMPTY_GRACE`]). The answer must be the whole `List`: nothing skipped by a cap.
+    fn still_reading_pods(&mut self, allocations: &Allocations) -> bool {
+        let lists_none = allocations.containers.is_empty() && allocations.skipped == 0;
+        let listed_some = self
+            .last_good
+            .as_ref()
+            .is_some_and(|(data, _)| !data.containers.is_empty());
+        if !(lists_none && listed_some) {
+            self.empty_since = None;
+            return false;
+        }
+        let since = *self.empty_since.get_or_insert_with(Instant::now);
+        since.elapsed() < self.cfg.empty_grace
     }
 
     fn on_success(&mut self, allocations: Allocations) {

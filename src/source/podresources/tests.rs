@@ -440,3 +440,52 @@ fn validate_rejects_fast_polling_and_accepts_defaults() {
     };
     assert_eq!(bad.validate().len(), 2);
 }
+
+#[tokio::test]
+async fn no_pod_listed_after_some_is_believed_only_after_the_grace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = socket(&dir);
+    let fake = FakeKubelet::start(
+        &sock,
+        FakeKubeletState {
+            pods: vec![gpu_pod("ns", "running", &["GPU-a"])],
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("start fake");
+    let cfg = PodResourcesConfig {
+        empty_grace: Duration::from_millis(600),
+        ..fast_cfg(&sock)
+    };
+    let (mut rx, poller) = start_poller(cfg);
+    wait_for(&mut rx, "first success", |s| s.healthy).await;
+
+    // What a restarted kubelet answers until it has read its pods back.
+    fake.set_state(FakeKubeletState::default());
+    let held = wait_for(&mut rx, "the empty answer held back", |s| !s.healthy).await;
+    assert_eq!(pods_of(&held), ["running"], "the last good answer stands");
+    let reason = held.last_error.unwrap_or_default();
+    assert!(
+        reason.contains("lists no pod after listing some"),
+        "{reason}"
+    );
+    // Every pod really gone: believed once the grace has passed.
+    let taken = wait_for(&mut rx, "the empty answer taken", |s| s.healthy).await;
+    assert!(pods_of(&taken).is_empty());
+
+    // Pods back are taken at once, and a new empty answer waits out a new grace.
+    fake.set_state(FakeKubeletState {
+        pods: vec![gpu_pod("ns", "again", &["GPU-a"])],
+        ..Default::default()
+    });
+    wait_for(&mut rx, "pods again", |s| {
+        s.healthy && pods_of(s) == ["again"]
+    })
+    .await;
+    fake.set_state(FakeKubeletState::default());
+    let held = wait_for(&mut rx, "held back again", |s| !s.healthy).await;
+    assert_eq!(pods_of(&held), ["again"]);
+    poller.abort();
+    fake.stop().await;
+}
