@@ -36,7 +36,7 @@ pub enum PodResourcesError {
         code: tonic::Code,
         reason: String,
     },
-    #[error("the kubelet lists no pod after listing some: a kubelet that has just restarted answers before it has read its pods back; keeping the last answer for up to {grace:?}")]
+    #[error("the kubelet restarted and lists no pod yet (it answers before it has read its pods back); keeping the last answer for up to {grace:?}")]
     NoPodsYet { grace: Duration },
 }
 
