@@ -13,9 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
-version=${TESSERA_KUBE_NODE_VERSION:-v1.37.2}
+kube_version=${TESSERA_KUBE_NODE_VERSION:-v1.37.2}
 cache=${TESSERA_K8S_CACHE:-$HOME/.cache/tessera-k8s}
-bin=$cache/$version/bin
+bin=$cache/$kube_version/bin
 filter=("$@")
 passed=0 failed=0
 state=""
@@ -45,18 +45,24 @@ flock -n 9 || give_up "another node tier runs on this machine"
 # node runs only as long as the tests.
 want=(--kubelet)
 command -v kubectl >/dev/null || want+=(--kubectl)
-scripts/kube-real/build.sh "$version" "${want[@]}"
+scripts/kube-real/build.sh "$kube_version" "${want[@]}"
 command -v kubectl >/dev/null || export PATH=$bin:$PATH
 # The device-plugin fixture is a package of the wrapper module build.sh made: the kubelet's own
 # API package and gRPC, already in its module cache.
-mkdir -p "$cache/$version/mod/tessera-device-plugin"
-cp scripts/kube-real/device-plugin/main.go "$cache/$version/mod/tessera-device-plugin/"
-(cd "$cache/$version/mod" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+mkdir -p "$cache/$kube_version/mod/tessera-device-plugin"
+cp scripts/kube-real/device-plugin/main.go "$cache/$kube_version/mod/tessera-device-plugin/"
+(cd "$cache/$kube_version/mod" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -buildvcs=false \
   -o "$bin/tessera-device-plugin" ./tessera-device-plugin)
 cargo test -q --test kube_node_e2e --no-run
 
 state=$(mktemp -d "${TMPDIR:-/tmp}/tessera-kube-node.XXXXXX")
 scripts/kube-real/machine-state.sh snapshot "$state/before"
+# tessera's image as users build it (scripts/image.sh: the release build without the demo; the
+# release build is the one test.sh's later stages use).
+if ! IMAGE_OUT=$state/image scripts/image.sh >"$state/image.log" 2>&1; then
+  tail -20 "$state/image.log" >&2
+  give_up "scripts/image.sh failed"
+fi
 
 teardown() {
   local rc=$?
@@ -85,11 +91,22 @@ teardown() {
 trap teardown EXIT
 
 phase=control-plane
-scripts/kube-real/control-plane.sh start "$state" "$bin" "$version"
+scripts/kube-real/control-plane.sh start "$state" "$bin" "$kube_version"
 export KUBECONFIG=$state/admin.kubeconfig
 # tessera's identity: the chart's service account and ClusterRole, its token as a kubeconfig.
-scripts/helm-template.py --name tessera --namespace tessera >"$state/chart.yaml" 2>"$state/chart-notes.txt" \
-  || { cat "$state/chart-notes.txt" >&2; exit 1; }
+# The chart as a user of this node would set it: the image just built, no RuntimeClass (runc
+# plays the NVIDIA runtime's part), the kubelet's root where this node has it, a free port.
+pod_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+tessera_version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml","rb"))["package"]["version"])')
+scripts/helm-template.py --name tessera --namespace tessera \
+  --set image.repository=localhost/tessera --set "image.tag=$tessera_version" --set runtimeClassName= \
+  --set "kubelet.podResourcesDir=$state/node/kubelet/pod-resources" --set "port=$pod_port" \
+  >"$state/chart.yaml" 2>"$state/chart-notes.txt" || { cat "$state/chart-notes.txt" >&2; exit 1; }
+python3 - "$state/chart.yaml" >"$state/tessera-pod-template.json" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+print(json.dumps(next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]))
+PY
 kubectl create namespace tessera >/dev/null
 kubectl apply --server-side -f "$state/chart.yaml" >/dev/null
 token=$(kubectl create token tessera -n tessera --duration=2h)
@@ -101,10 +118,15 @@ clusters: [{name: real, cluster: {server: "$(kubectl config view --minify -o jso
 contexts: [{name: tessera, context: {cluster: real, user: tessera}}]
 users: [{name: tessera, user: {token: "$token"}}]
 KC
+# The same identity for tessera's own pod, the CA inline (the pod sees none of this folder).
+sed "s|certificate-authority: \"$state/pki/ca.crt\"|certificate-authority-data: \"$(base64 -w0 "$state/pki/ca.crt")\"|" \
+  "$state/tessera.kubeconfig" >"$state/tessera-pod.kubeconfig"
 
 scripts/kube-real/images.sh "$state/images"
+cp "$state/image/tessera-$tessera_version.oci.tar" "$state/images/"
 phase=node
 scripts/kube-real/node.sh start "$state" "$bin" "$state/images"
+echo "TESSERA_POD_PORT=$pod_port" >>"$state/node/env"
 
 log=$state/cargo-test.log
 export TESSERA_KUBE_NODE_DIR=$state

@@ -5,6 +5,7 @@
 //! and tessera run as on a node, on the real `/proc` and pod-resources socket.
 #![allow(dead_code)]
 
+pub mod install;
 pub mod lifecycle;
 pub mod sharing;
 
@@ -366,13 +367,13 @@ impl Node {
             .expect("spawn tessera");
         let t = Tessera {
             child,
-            port,
-            log,
+            scraped: Scraped {
+                port,
+                log: Some(log),
+            },
             _dir: dir,
         };
-        t.wait("ready", Duration::from_secs(30), |_| {
-            t.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false)
-        });
+        t.wait_ready();
         t
     }
 }
@@ -478,14 +479,26 @@ pub fn running(pod: &Pod, container: &str) -> Option<Running> {
         })
 }
 
+/// tessera's HTTP endpoint (and its log, when it runs as a child of the test).
+pub struct Scraped {
+    pub port: u16,
+    pub log: Option<PathBuf>,
+}
+
 pub struct Tessera {
     child: Child,
-    pub port: u16,
-    log: PathBuf,
+    scraped: Scraped,
     _dir: tempfile::TempDir,
 }
 
-impl Tessera {
+impl std::ops::Deref for Tessera {
+    type Target = Scraped;
+    fn deref(&self) -> &Scraped {
+        &self.scraped
+    }
+}
+
+impl Scraped {
     pub fn get(&self, path: &str) -> std::io::Result<(u16, String)> {
         support::http_get(self.port, path).map(|(s, _, b)| (s, b))
     }
@@ -495,7 +508,16 @@ impl Tessera {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.log
+            .as_ref()
+            .and_then(|l| std::fs::read_to_string(l).ok())
+            .unwrap_or_default()
+    }
+
+    pub fn wait_ready(&self) {
+        self.wait("/readyz", Duration::from_secs(60), |_| {
+            self.get("/readyz").map(|(s, _)| s == 200).unwrap_or(false)
+        });
     }
 
     /// Polls the scrape until `cond` holds; returns that scrape, or panics with the last one.
@@ -646,7 +668,7 @@ impl Want {
     }
 }
 
-impl Tessera {
+impl Scraped {
     /// Waits until the scrape holds every `wants`; then returns it. After `limit`, checks the
     /// last scrape want by want, so the failure names the first difference.
     pub fn expect(&self, what: &str, limit: Duration, wants: &[Want]) -> String {
