@@ -93,7 +93,6 @@ trap teardown EXIT
 phase=control-plane
 scripts/kube-real/control-plane.sh start "$state" "$bin" "$kube_version"
 export KUBECONFIG=$state/admin.kubeconfig
-# tessera's identity: the chart's service account and ClusterRole, its token as a kubeconfig.
 # The chart as a user of this node would set it: the image just built, no RuntimeClass (runc
 # plays the NVIDIA runtime's part), the kubelet's root where this node has it, a free port.
 pod_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -107,6 +106,7 @@ import json, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 print(json.dumps(next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]))
 PY
+# tessera's identity: the chart's service account and ClusterRole, its token as a kubeconfig.
 kubectl create namespace tessera >/dev/null
 kubectl apply --server-side -f "$state/chart.yaml" >/dev/null
 token=$(kubectl create token tessera -n tessera --duration=2h)
@@ -127,6 +127,9 @@ cp "$state/image/tessera-$tessera_version.oci.tar" "$state/images/"
 phase=node
 scripts/kube-real/node.sh start "$state" "$bin" "$state/images"
 echo "TESSERA_POD_PORT=$pod_port" >>"$state/node/env"
+# image.sh names the archive's image tessera:<version>; the chart pulls localhost/tessera.
+ctr --address "$state/node/containerd/containerd.sock" -n k8s.io images tag \
+  "tessera:$tessera_version" "localhost/tessera:$tessera_version" >/dev/null
 
 log=$state/cargo-test.log
 export TESSERA_KUBE_NODE_DIR=$state
