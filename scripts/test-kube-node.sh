@@ -123,13 +123,17 @@ sed "s|certificate-authority: \"$state/pki/ca.crt\"|certificate-authority-data: 
   "$state/tessera.kubeconfig" >"$state/tessera-pod.kubeconfig"
 
 scripts/kube-real/images.sh "$state/images"
-cp "$state/image/tessera-$tessera_version.oci.tar" "$state/images/"
 phase=node
 scripts/kube-real/node.sh start "$state" "$bin" "$state/images"
 echo "TESSERA_POD_PORT=$pod_port" >>"$state/node/env"
-# image.sh names the archive's image tessera:<version>; the chart pulls localhost/tessera.
-ctr --address "$state/node/containerd/containerd.sock" -n k8s.io images tag \
-  "tessera:$tessera_version" "localhost/tessera:$tessera_version" >/dev/null
+# image.sh names the archive's image tessera:<version>, which the CRI reads as
+# docker.io/library/tessera and then cannot find. Renamed to the chart's localhost/tessera in a
+# namespace the CRI does not watch, then loaded for it.
+ctr_node() { ctr --address "$state/node/containerd/containerd.sock" "$@"; }
+ctr_node -n tessera-import images import "$state/image/tessera-$tessera_version.oci.tar" >/dev/null
+ctr_node -n tessera-import images tag "tessera:$tessera_version" "localhost/tessera:$tessera_version" >/dev/null
+ctr_node -n tessera-import images export "$state/image/tessera.tar" "localhost/tessera:$tessera_version"
+ctr_node -n k8s.io images import "$state/image/tessera.tar" >/dev/null
 
 log=$state/cargo-test.log
 export TESSERA_KUBE_NODE_DIR=$state
