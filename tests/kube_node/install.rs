@@ -30,7 +30,11 @@ fn the_charts_pod_spec_runs_the_image_on_a_real_kubelet_and_joins_a_gpu_pod() {
     let _exporter = n.cleanup("tessera");
     let gpu = gpu_uuid(0x1a57);
     n.devices(&[("nvidia.com/gpu", vec![gpu.clone()])]);
-    n.create(pod(ns, "app", &[("main", SLEEP, gpus("nvidia.com/gpu", 1))]));
+    n.create(pod(
+        ns,
+        "app",
+        &[("main", SLEEP, gpus("nvidia.com/gpu", 1))],
+    ));
     let app = n.track("app", &n.wait_running(ns, "app", "main"));
     assert_eq!(app.device, gpu);
 
@@ -48,7 +52,11 @@ fn the_charts_pod_spec_runs_the_image_on_a_real_kubelet_and_joins_a_gpu_pod() {
     let scenario_path = install.join("scenario.yaml");
     std::fs::write(
         &scenario_path,
-        scenario(&n, &[Gpu::whole(&gpu)], &[("app", &gpu, "memory_mib: 3072, sm_util: 35")]),
+        scenario(
+            &n,
+            &[Gpu::whole(&gpu)],
+            &[("app", &gpu, "memory_mib: 3072, sm_util: 35")],
+        ),
     )
     .expect("scenario");
     let template: Value = serde_json::from_str(
@@ -71,7 +79,11 @@ fn the_charts_pod_spec_runs_the_image_on_a_real_kubelet_and_joins_a_gpu_pod() {
                 "/etc/tessera/fake-nvml.yaml".to_owned(),
             ),
             // The scenario names the app's PID by files in this folder.
-            ("pids", pids.display().to_string(), pids.display().to_string()),
+            (
+                "pids",
+                pids.display().to_string(),
+                pids.display().to_string(),
+            ),
             (
                 "kubeconfig",
                 n.dir.join("tessera-pod.kubeconfig").display().to_string(),
