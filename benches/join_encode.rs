@@ -299,6 +299,7 @@ impl Inputs {
                 phase: Some("Running".into()),
                 sharing: Default::default(),
                 dra_claims: Vec::new(),
+                init_containers: Vec::new(),
             });
         }
         let allocatable = (0..devices)

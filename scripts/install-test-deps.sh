@@ -3,7 +3,8 @@
 # Debian's prometheus (prometheus + promtool), curl and wrk, and kubernetes-validate from PyPI;
 # buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt);
 # chromium (renders the advisor's HTML report headless); victoria-metrics (vmagent, vmalert);
-# kube-apiserver, etcd (and kubectl if missing) built with Go for scripts/test-kube-real.sh.
+# kube-apiserver, etcd (and kubectl if missing) built with Go for scripts/test-kube-real.sh;
+# containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -55,6 +56,22 @@ for version in ${TESSERA_KUBE_VERSIONS:-v1.37.2}; do
     scripts/kube-real/build.sh "$version" --kubectl
     $sudo_cmd ln -sf "${TESSERA_K8S_CACHE:-$HOME/.cache/tessera-k8s}/$version/bin/kubectl" /usr/local/bin/kubectl
   fi
+done
+# --- a real node (issue 43, scripts/test-kube-node.sh): containerd and runc run its pods, the
+# CNI loopback plugin gives them a network namespace, a static busybox makes their image; the
+# kubelet is built like kube-apiserver. Where installing containerd starts its service, it is
+# stopped: the tier runs its own.
+if ! command -v containerd >/dev/null || ! command -v ctr >/dev/null || ! command -v runc >/dev/null \
+  || ! command -v buildah >/dev/null || [ ! -x /usr/lib/cni/loopback ] \
+  || ! file -L "$(command -v busybox || echo /nonexistent)" 2>/dev/null | grep -q 'statically linked'; then
+  had_containerd=$(command -v containerd || true)
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q containerd runc buildah \
+    containernetworking-plugins busybox-static file
+  [ -n "$had_containerd" ] || $sudo_cmd systemctl stop containerd 2>/dev/null || true
+fi
+for version in ${TESSERA_KUBE_NODE_VERSION:-v1.37.2}; do
+  scripts/kube-real/build.sh "$version" --kubelet
 done
 # ---
 if ! command -v kubectl >/dev/null; then

@@ -19,6 +19,12 @@ echo "== real kube-apiserver + etcd: reflector, DRA objects, RBAC least privileg
 scripts/test-kube-real.sh 2>&1 | tee "$LOGS/kube-real.log" | grep -Ev '^ok ' || true
 grep -qE '^test_kube_real: [0-9]+ passed, 0 failed$' "$LOGS/kube-real.log"
 # ---
+# --- a real node (issue 43): kubelet + containerd + runc, pods holding GPUs through the
+# device-plugin API, tessera's image from the chart's pod spec; the machine checked unchanged.
+echo "== real node: kubelet, containerd, runc; GPU pods joined through pod-resources and cgroups; the image on the node"
+scripts/test-kube-node.sh 2>&1 | tee "$LOGS/kube-node.log" | grep -Ev '^ok ' || true
+grep -qE '^test_kube_node: [0-9]+ passed, 0 failed$' "$LOGS/kube-node.log"
+# ---
 # Nothing below uses the debug build. Where the disk is short (a CI machine filled up here once,
 # at this very step), it is let go before the release build needs the room.
 free_kib=$(df -Pk target | awk 'NR == 2 { print $4 }')

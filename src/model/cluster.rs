@@ -29,6 +29,10 @@ pub struct PodMeta {
     pub sharing: PodSharing,
     /// Names of the ResourceClaims the pod uses (in its namespace), sorted.
     pub dra_claims: Vec<String>,
+    /// Its init containers that run to completion (not restartable sidecars). The kubelet
+    /// lends them the devices it allocates to the pod's app containers (they never run at
+    /// once), and pod-resources does not list them.
+    pub init_containers: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -236,6 +240,12 @@ impl ClusterView {
         let id = strip_scheme(id)?;
         let (idx, name) = self.by_container_id.get(&id)?;
         Some((self.pods.get(*idx)?.as_ref(), name.as_str()))
+    }
+
+    /// Whether `container` is one of the pod's run-to-completion init containers.
+    pub fn is_init_container(&self, namespace: &str, pod: &str, container: &str) -> bool {
+        self.pod_by_name(namespace, pod)
+            .is_some_and(|p| p.init_containers.iter().any(|c| c == container))
     }
 
     pub fn pod_by_name(&self, namespace: &str, name: &str) -> Option<&PodMeta> {

@@ -109,7 +109,9 @@ impl GpmValues {
 
 #[derive(Debug, Clone)]
 pub struct ProcState {
+    /// With `pid_file`, a placeholder until [`crate::process::running`] reads the file.
     pub pid: u32,
+    pub pid_file: Option<std::path::PathBuf>,
     pub kind: ProcessKind,
     /// Bytes, or u64::MAX (NVML_VALUE_NOT_AVAILABLE).
     pub memory_bytes: u64,
@@ -190,32 +192,33 @@ pub fn resolve_phase_gpu(
     for p in procs {
         let instance = match (&gpu.mig, &p.mig_instance) {
             (Some(_), Some(r)) => {
-                Some(find_instance(gpu, layout, r).map_err(|e| format!("pid {}: {e}", p.pid))?)
+                Some(find_instance(gpu, layout, r).map_err(|e| format!("{}: {e}", p.label()))?)
             }
             (Some(_), None) => {
                 return Err(format!(
-                    "pid {}: MIG is enabled, so the process needs `mig_instance`",
-                    p.pid
+                    "{}: MIG is enabled, so the process needs `mig_instance`",
+                    p.label()
                 ))
             }
             (None, Some(_)) => {
                 return Err(format!(
-                    "pid {}: `mig_instance` given but the GPU has no mig section",
-                    p.pid
+                    "{}: `mig_instance` given but the GPU has no mig section",
+                    p.label()
                 ))
             }
             (None, None) => None,
         };
         processes.push(ProcState {
-            pid: p.pid,
+            pid: p.pid.unwrap_or(0),
+            pid_file: p.pid_file.clone(),
             kind: p.kind,
             memory_bytes: if p.memory_unavailable {
                 u64::MAX
             } else {
                 p.memory_mib << 20
             },
-            sm_util: pct(&format!("pid {} sm_util", p.pid), p.sm_util)?,
-            mem_util: pct(&format!("pid {} mem_util", p.pid), p.mem_util)?,
+            sm_util: pct(&format!("{} sm_util", p.label()), p.sm_util)?,
+            mem_util: pct(&format!("{} mem_util", p.label()), p.mem_util)?,
             instance,
         });
     }

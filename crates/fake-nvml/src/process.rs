@@ -5,6 +5,7 @@ use crate::scenario::ProcessKind;
 use crate::state::*;
 use nvml_wrapper_sys::bindings::*;
 use std::os::raw::{c_uint, c_ulonglong};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,6 +51,30 @@ fn encode(entries: &[(u32, u64, u32, u32)], stride: usize) -> Vec<u8> {
     bytes
 }
 
+/// The scenario's processes as the driver would list them now. One named by `pid_file` is a
+/// real process: the driver lists a process only while it runs, so it is left out while the
+/// file is missing, holds no PID, or names a PID with no `/proc` entry.
+pub(crate) fn running(procs: &[ProcState]) -> Vec<ProcState> {
+    procs
+        .iter()
+        .filter_map(|p| {
+            let Some(file) = &p.pid_file else {
+                return Some(p.clone());
+            };
+            let pid = read_pid(file)?;
+            Path::new("/proc")
+                .join(pid.to_string())
+                .exists()
+                .then(|| ProcState { pid, ..p.clone() })
+        })
+        .collect()
+}
+
+fn read_pid(file: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(file).ok()?;
+    text.trim().parse().ok().filter(|&pid| pid > 0)
+}
+
 fn process_list(
     name: &'static str,
     list: List,
@@ -66,9 +91,7 @@ fn process_list(
             (Some(i), Some(m)) => (m[i].gpu_instance_id, m[i].compute_instance_id),
             _ => (NO_INSTANCE, NO_INSTANCE),
         };
-        let entries: Vec<(u32, u64, u32, u32)> = ctx
-            .act()?
-            .processes
+        let entries: Vec<(u32, u64, u32, u32)> = running(&ctx.act()?.processes)
             .iter()
             .filter(|p| listed(p.kind, list))
             // A MIG handle sees only its own instance; the parent sees all.
@@ -229,7 +252,7 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
             let ts = sample_timestamp_us();
             let fresh: Vec<nvmlProcessUtilizationSample_t> = if ts > last_seen {
                 let act = ctx.act()?;
-                booked_samples(&act.processes, act.utilization)
+                booked_samples(&running(&act.processes), act.utilization)
                     .into_iter()
                     .map(|(pid, sm, mem)| nvmlProcessUtilizationSample_t {
                         pid,

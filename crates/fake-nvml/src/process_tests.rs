@@ -3,6 +3,7 @@ use super::*;
 fn p(pid: u32, kind: ProcessKind, sm: u32) -> ProcState {
     ProcState {
         pid,
+        pid_file: None,
         kind,
         memory_bytes: 1 << 30,
         sm_util: sm,
@@ -33,4 +34,35 @@ fn booked_as_the_h100_books_them() {
         ),
         [(1, 60, 0)]
     );
+}
+
+fn from_file(file: &std::path::Path) -> ProcState {
+    ProcState {
+        pid_file: Some(file.to_path_buf()),
+        ..p(0, ProcessKind::Compute, 10)
+    }
+}
+
+#[test]
+fn a_pid_file_is_listed_only_while_it_names_a_running_process() {
+    let dir = std::env::temp_dir().join(format!("fake-nvml-pidfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("client.pid");
+    let procs = [p(7, ProcessKind::Compute, 5), from_file(&file)];
+    let pids = |procs: &[ProcState]| running(procs).iter().map(|p| p.pid).collect::<Vec<_>>();
+
+    assert_eq!(pids(&procs), [7], "no file yet: not started");
+    let me = std::process::id();
+    std::fs::write(&file, format!("{me}\n")).unwrap();
+    assert_eq!(pids(&procs), [7, me]);
+    for junk in ["", "0", "-3", "12ab", "4294967296"] {
+        std::fs::write(&file, junk).unwrap();
+        assert_eq!(pids(&procs), [7], "{junk:?} names no process");
+    }
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    std::fs::write(&file, gone_pid.to_string()).unwrap();
+    assert_eq!(pids(&procs), [7], "pid {gone_pid} exited");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

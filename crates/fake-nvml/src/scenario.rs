@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -271,7 +271,11 @@ impl ClockReason {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessSpec {
-    pub pid: u32,
+    /// Host PID as NVML reports it; exactly one of `pid` and `pid_file`.
+    pub pid: Option<u32>,
+    /// A file naming the host PID of a real process (the node tests' pods): read at every
+    /// call, and the process is listed only while the file names a running one.
+    pub pid_file: Option<PathBuf>,
     pub gpu: usize,
     /// Ignored by the fake; the exporter's demo uses it to fake /proc/<pid>/comm.
     pub comm: Option<String>,
@@ -411,6 +415,17 @@ impl ErrorName {
     }
 }
 
+impl ProcessSpec {
+    /// Names the process in error messages.
+    pub fn label(&self) -> String {
+        match (&self.pid, &self.pid_file) {
+            (Some(pid), _) => format!("pid {pid}"),
+            (None, Some(file)) => format!("pid_file {}", file.display()),
+            (None, None) => "a process without pid".into(),
+        }
+    }
+}
+
 impl Scenario {
     /// Parses YAML, resolving anchors and `<<` merge keys first so scenario
     /// authors can reuse a busy-GPU block across phases.
@@ -447,6 +462,7 @@ fn has_merge_key(v: &serde_yaml::Value) -> bool {
 
 /// Metadata about one scenario process, for tools (e.g. a demo that fakes
 /// procfs) that need every pid the fake may report and its command name.
+/// Processes named by `pid_file` are real ones, with a procfs of their own: not listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessMeta {
     pub pid: u32,
@@ -460,9 +476,10 @@ impl Scenario {
     pub fn processes(&self) -> Vec<ProcessMeta> {
         let mut out: Vec<ProcessMeta> = Vec::new();
         for p in self.phases.iter().flat_map(|ph| &ph.processes) {
-            if !out.iter().any(|m| m.pid == p.pid && m.gpu == p.gpu) {
+            let Some(pid) = p.pid else { continue };
+            if !out.iter().any(|m| m.pid == pid && m.gpu == p.gpu) {
                 out.push(ProcessMeta {
-                    pid: p.pid,
+                    pid,
                     gpu: p.gpu,
                     comm: p.comm.clone(),
                     cgroup: p.cgroup.clone(),

@@ -372,12 +372,18 @@ fn resolve_phase(spec: &PhaseSpec, gpus: &[GpuDef], mig: &[MigLayout]) -> Result
     let mut procs: Vec<Vec<&ProcessSpec>> = vec![Vec::new(); gpus.len()];
     let mut pids = HashSet::new();
     for p in &spec.processes {
+        if p.pid.is_some() == p.pid_file.is_some() {
+            return Err(format!(
+                "{}: give exactly one of `pid` and `pid_file`",
+                p.label()
+            ));
+        }
         if p.gpu >= gpus.len() {
-            return Err(missing(format!("process {}", p.pid), p.gpu));
+            return Err(missing(format!("process {}", p.label()), p.gpu));
         }
         // One pid may hold contexts on several GPUs, but not twice on one.
-        if !pids.insert((p.gpu, p.pid)) {
-            return Err(format!("pid {} is listed twice on GPU {}", p.pid, p.gpu));
+        if !pids.insert((p.gpu, p.pid, p.pid_file.as_ref())) {
+            return Err(format!("{} is listed twice on GPU {}", p.label(), p.gpu));
         }
         procs[p.gpu].push(p);
     }

@@ -165,3 +165,29 @@ fn a_repartition_is_checked_like_a_layout() {
     );
     assert!(world(&gone).unwrap_err().contains("no instance 0"));
 }
+
+#[test]
+fn a_process_names_its_pid_or_a_pid_file_but_not_both() {
+    let gpus = "gpus: [{ sku: h100-80gb-hbm3 }]\nphases:\n  - at_ms: 0\n    processes: ";
+    let ok = world(&format!(
+        "{gpus}[{{ pid_file: /run/a.pid, gpu: 0 }}, {{ pid: 4, gpu: 0 }}]"
+    ));
+    let files = ok.unwrap().phase(0).gpus[0].processes.clone();
+    assert_eq!(files[0].pid_file.as_deref(), Some("/run/a.pid".as_ref()));
+    let both = world(&format!(
+        "{gpus}[{{ pid: 3, pid_file: /run/a.pid, gpu: 0 }}]"
+    ));
+    assert_eq!(
+        both.unwrap_err(),
+        "phases[0]: pid 3: give exactly one of `pid` and `pid_file`"
+    );
+    let neither = world(&format!("{gpus}[{{ gpu: 0 }}]"));
+    assert!(neither.unwrap_err().contains("exactly one"));
+    let twice = world(&format!(
+        "{gpus}[{{ pid_file: /run/a.pid, gpu: 0 }}, {{ pid_file: /run/a.pid, gpu: 0 }}]"
+    ));
+    assert_eq!(
+        twice.unwrap_err(),
+        "phases[0]: pid_file /run/a.pid is listed twice on GPU 0"
+    );
+}

@@ -134,6 +134,7 @@ pub(super) struct Ctx<'a> {
 /// Per-container rows of one device: every holder, plus every container with processes on it.
 fn containers(
     ctx: &Ctx<'_>,
+    cluster: Option<&ClusterView>,
     facts: &DeviceFacts<'_>,
     mode: SharingMode,
     mig: Option<&MigSample>,
@@ -172,6 +173,17 @@ fn containers(
         row.processes += 1;
         pids.push(p.sample.pid);
     }
+    // Pods that hold this device: their init containers run on it by the kubelet's leave.
+    let holding_pods: BTreeSet<(String, String)> = rows
+        .values()
+        .filter(|(row, _)| !row.allocations.is_empty())
+        .map(|(row, _)| (row.pod.namespace.clone(), row.pod.pod.clone()))
+        .collect();
+    let lent = |pod: &PodRef| {
+        holding_pods.contains(&(pod.namespace.clone(), pod.pod.clone()))
+            && cluster
+                .is_some_and(|c| c.is_init_container(&pod.namespace, &pod.pod, &pod.container))
+    };
     let instance_activity = mig.and_then(|m| m.gpm).map(|g| g.sm_activity);
     for (row, pids) in rows.values_mut() {
         let allocated = !row.allocations.is_empty();
@@ -217,7 +229,8 @@ fn containers(
                 .map(|v| v.clamp(0.0, 1.0))
         };
         row.busy_bounds = bound(|s| s.lower).zip(bound(|s| s.upper));
-        row.unallocated_use = ctx.allocations_known && !allocated && row.processes > 0;
+        row.unallocated_use =
+            ctx.allocations_known && !allocated && !lent(&row.pod) && row.processes > 0;
         row.activity = if pids.is_empty() && unowned && split.method != SplitMethod::Idle {
             Activity::Unknown
         } else {
@@ -364,7 +377,7 @@ impl GpuInputs<'_> {
             },
         };
         let split = split_device(&facts, device, mode, mig.is_some(), self.activity);
-        let rows = containers(&self.ctx, &facts, mode, mig, &split);
+        let rows = containers(&self.ctx, self.cluster, &facts, mode, mig, &split);
         let unattributed = unattributed_of(&split, &rows);
         let billing = (!mig_enabled_gpu).then(|| {
             let previous = match self.before {

@@ -108,3 +108,80 @@ fn a_gpus_run_of_idle_readings_is_carried_from_sample_to_sample() {
         Some(Some(11.0))
     );
 }
+
+#[test]
+fn an_init_container_on_its_pods_device_is_not_bypass_but_a_sibling_is() {
+    use crate::model::cluster::{ClusterView, ContainerMeta, PodMeta};
+    use crate::model::identity::{CgroupIdentity, ContainerRuntime};
+    const GPU: &str = "GPU-f86ae500-eefe-ae79-dc8d-234ca550730a";
+    let nvml = NvmlSample {
+        gpus: vec![GpuSample {
+            uuid: GPU.into(),
+            up: true,
+            processes: vec![
+                testkit::compute_process(7, Some(0.3)),
+                testkit::compute_process(8, None),
+            ],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    // pod-resources lists the app container only: the kubelet lent its GPU to `warmup`.
+    let allocations = Allocations {
+        containers: vec![ContainerAllocation {
+            namespace: "ml".into(),
+            pod: "prep".into(),
+            container: "main".into(),
+            devices: vec![ResourceDevices {
+                resource_name: "nvidia.com/gpu".into(),
+                device_ids: vec![GPU.into()],
+            }],
+            dynamic: vec![],
+        }],
+        ..Default::default()
+    };
+    let container = |name: &str| ContainerMeta {
+        name: name.into(),
+        container_id: Some(format!("{:0>64}", name.len())),
+    };
+    let cluster = ClusterView::new(
+        vec![PodMeta {
+            uid: "0a1b2c3d-0000-4000-8000-000000000001".into(),
+            namespace: "ml".into(),
+            name: "prep".into(),
+            containers: vec![
+                container("warmup"),
+                container("main"),
+                container("sidecar-x"),
+            ],
+            init_containers: vec!["warmup".into()],
+            ..Default::default()
+        }],
+        Default::default(),
+        vec![],
+    );
+    let in_container = |name: &str| CgroupIdentity {
+        pod_uid: Some("0a1b2c3d-0000-4000-8000-000000000001".into()),
+        container_id: container(name).container_id,
+        runtime: ContainerRuntime::Containerd,
+        qos: None,
+    };
+    let cgroups = [(7, in_container("warmup")), (8, in_container("sidecar-x"))]
+        .into_iter()
+        .collect();
+    let s = join(JoinInputs {
+        allocations: Some(&allocations),
+        cluster: Some(&cluster),
+        cgroups: &cgroups,
+        ..testkit::inputs(&nvml)
+    });
+    let flagged: Vec<(&str, bool)> = s.gpus[0]
+        .containers
+        .iter()
+        .map(|c| (c.pod.container.as_str(), c.unallocated_use))
+        .collect();
+    assert_eq!(
+        flagged,
+        [("main", false), ("sidecar-x", true), ("warmup", false)]
+    );
+}

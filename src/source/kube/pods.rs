@@ -89,6 +89,7 @@ impl PodMeta {
             phase: pod.status.as_ref().and_then(|s| s.phase.clone()),
             sharing: sharing(pod),
             dra_claims: claim_names(pod),
+            init_containers: run_to_completion_init_containers(pod),
         }
     }
 }
@@ -146,6 +147,17 @@ fn sharing(pod: &Pod) -> PodSharing {
         containers: regular.iter().map(|c| c.name.as_str()).collect(),
         env,
     })
+}
+
+/// Init containers without `restartPolicy: Always` (those are sidecars, which run beside the
+/// app containers and which pod-resources lists).
+fn run_to_completion_init_containers(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .filter(|c| c.restart_policy.as_deref() != Some("Always"))
+        .map(|c| c.name.clone())
+        .collect()
 }
 
 /// The controlling workload. A ReplicaSet whose name is `<deployment>-<pod-template-hash>`

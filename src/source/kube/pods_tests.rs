@@ -144,3 +144,22 @@ fn scheduler_annotations_and_env_survive_slim() {
         Some(0.4)
     );
 }
+
+#[test]
+fn init_containers_that_run_to_completion_are_named_and_sidecars_are_not() {
+    let p = pod(json!({
+        "metadata": {"name": "p", "namespace": "ns", "uid": "U"},
+        "spec": {
+            "initContainers": [
+                {"name": "fetch"},
+                {"name": "proxy", "restartPolicy": "Always"},
+                {"name": "warmup"}
+            ],
+            "containers": [{"name": "main"}]
+        }
+    }));
+    assert_eq!(
+        PodMeta::from_pod(&p, &[]).init_containers,
+        ["fetch", "warmup"]
+    );
+}

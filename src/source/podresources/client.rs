@@ -36,6 +36,8 @@ pub enum PodResourcesError {
         code: tonic::Code,
         reason: String,
     },
+    #[error("the kubelet restarted and lists no pod yet (it answers before it has read its pods back); keeping the last answer for up to {grace:?}")]
+    NoPodsYet { grace: Duration },
 }
 
 impl PodResourcesError {

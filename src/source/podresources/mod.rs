@@ -46,6 +46,13 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// tonic's default decode limit is 4 MiB, which a busy node's `List` answer can exceed.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(5 * 60);
+/// A kubelet that has just restarted answers `List` before it has read its pods back: on the
+/// node tier (kubelet v1.37.2, docs/kubernetes-real-node.md) it listed no pod at all for 1.2 s
+/// after its socket came back, then every pod again. So within this long of a restart (its
+/// socket recreated), an answer listing no pod after one that listed some is not believed: the
+/// last good answer stands, and running pods are not called unallocated. A kubelet that did not
+/// restart is believed at once (its last pod was deleted).
+pub const DEFAULT_EMPTY_GRACE: Duration = Duration::from_secs(30);
 /// The kubelet rate-limits the socket (100 QPS, burst 10) for every client on the node;
 /// an exporter has no business polling faster than this.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -73,6 +80,9 @@ pub struct PodResourcesConfig {
     pub max_message_size: usize,
     /// How long the last good answer is served while the kubelet cannot be reached.
     pub stale_after: Duration,
+    /// How long after a kubelet restart an answer listing no pod, after one that listed some,
+    /// is held back.
+    pub empty_grace: Duration,
 }
 
 impl Default for PodResourcesConfig {
@@ -83,6 +93,7 @@ impl Default for PodResourcesConfig {
             call_timeout: DEFAULT_CALL_TIMEOUT,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             stale_after: DEFAULT_STALE_AFTER,
+            empty_grace: DEFAULT_EMPTY_GRACE,
         }
     }
 }
@@ -144,6 +155,10 @@ struct Poller {
     /// When `allocatable` was fetched on the current connection; `None` means due now.
     allocatable_at: Option<Instant>,
     last_good: Option<(Arc<Allocations>, Instant)>,
+    /// The socket file's identity (inode and change time): a new one means a new kubelet.
+    socket_id: Option<(u64, i64, i64)>,
+    /// When the socket was last seen recreated.
+    restarted_at: Option<Instant>,
     last_success: Option<SystemTime>,
     health: Health,
     backoff: Duration,
@@ -159,6 +174,8 @@ impl Poller {
             allocatable: Allocatable::default(),
             allocatable_at: None,
             last_good: None,
+            socket_id: None,
+            restarted_at: None,
             last_success: None,
             health: Health::Unknown,
             backoff: INITIAL_BACKOFF,
@@ -169,6 +186,12 @@ impl Poller {
         loop {
             let started = Instant::now();
             match self.poll_once().await {
+                Ok(allocations) if self.still_reading_pods(&allocations) => {
+                    self.on_failure(&PodResourcesError::NoPodsYet {
+                        grace: self.cfg.empty_grace,
+                    });
+                    tokio::time::sleep_until(started + self.cfg.interval).await;
+                }
                 Ok(allocations) => {
                     self.on_success(allocations);
                     self.backoff = INITIAL_BACKOFF;
@@ -188,6 +211,7 @@ impl Poller {
     }
 
     async fn poll_once(&mut self) -> Result<Allocations, PodResourcesError> {
+        self.note_socket().await;
         let client = match &mut self.client {
             Some(client) => client,
             None => {
@@ -219,6 +243,35 @@ impl Poller {
         allocations.allocatable = self.allocatable.devices.clone();
         allocations.skipped += self.allocatable.skipped;
         Ok(allocations)
+    }
+
+    /// Remembers the socket's identity; a change means the kubelet restarted, however the
+    /// polls fell around its downtime (a poll may miss it, and the channel reconnect quietly).
+    async fn note_socket(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = tokio::fs::metadata(&self.cfg.socket).await else {
+            return;
+        };
+        let id = (meta.ino(), meta.ctime(), meta.ctime_nsec());
+        if self.socket_id.is_some_and(|known| known != id) {
+            self.restarted_at = Some(Instant::now());
+        }
+        self.socket_id = Some(id);
+    }
+
+    /// Whether this answer is a restarted kubelet's before it has read its pods back: no pod,
+    /// after an answer with some, within `empty_grace` of the restart (see
+    /// [`DEFAULT_EMPTY_GRACE`]). The answer must be the whole `List`: nothing skipped by a cap.
+    fn still_reading_pods(&self, allocations: &Allocations) -> bool {
+        let lists_none = allocations.containers.is_empty() && allocations.skipped == 0;
+        let listed_some = self
+            .last_good
+            .as_ref()
+            .is_some_and(|(data, _)| !data.containers.is_empty());
+        let restarted = self
+            .restarted_at
+            .is_some_and(|at| at.elapsed() < self.cfg.empty_grace);
+        lists_none && listed_some && restarted
     }
 
     fn on_success(&mut self, allocations: Allocations) {

@@ -440,3 +440,56 @@ fn validate_rejects_fast_polling_and_accepts_defaults() {
     };
     assert_eq!(bad.validate().len(), 2);
 }
+
+#[tokio::test]
+async fn a_restarted_kubelet_listing_no_pod_yet_is_not_believed_within_the_grace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sock = socket(&dir);
+    let running = FakeKubeletState {
+        pods: vec![gpu_pod("ns", "running", &["GPU-a"])],
+        ..Default::default()
+    };
+    let fake = FakeKubelet::start(&sock, running.clone())
+        .await
+        .expect("start fake");
+    let cfg = PodResourcesConfig {
+        empty_grace: Duration::from_millis(800),
+        ..fast_cfg(&sock)
+    };
+    let (mut rx, poller) = start_poller(cfg);
+    wait_for(&mut rx, "first success", |s| s.healthy).await;
+
+    // Restarted: a new socket, and no pod listed until the kubelet has read them back.
+    fake.stop().await;
+    let fake = FakeKubelet::start(&sock, FakeKubeletState::default())
+        .await
+        .expect("restart fake");
+    let held = wait_for(&mut rx, "the empty answer held back", |s| {
+        s.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("restarted and lists no pod yet"))
+    })
+    .await;
+    assert_eq!(pods_of(&held), ["running"], "the last good answer stands");
+    assert!(!held.healthy);
+    // Every pod really gone: believed once the grace has passed.
+    let taken = wait_for(&mut rx, "the empty answer taken", |s| s.healthy).await;
+    assert!(pods_of(&taken).is_empty());
+
+    // Without a restart, no pod listed is believed at once (the last pod was deleted).
+    fake.set_state(running);
+    wait_for(&mut rx, "pods again", |s| {
+        s.healthy && pods_of(s) == ["running"]
+    })
+    .await;
+    let mut seen_unhealthy = false;
+    fake.set_state(FakeKubeletState::default());
+    wait_for(&mut rx, "the deletion believed", |s| {
+        seen_unhealthy |= !s.healthy;
+        s.healthy && pods_of(s).is_empty()
+    })
+    .await;
+    assert!(!seen_unhealthy, "nothing held back without a restart");
+    poller.abort();
+    fake.stop().await;
+}
