@@ -236,6 +236,21 @@ fn containers(
         } else {
             compute::container_activity(split, pids, row.sm_utilization)
         };
+    }
+    // While a pod's init container runs on the device the kubelet lent it, the pod's
+    // allocation is in use though its app container has not started: the holder is not idle
+    // (found on a real kubelet, issue 43). Not busy either: its own figure is its own.
+    let pods_initialising: BTreeSet<(String, String)> = rows
+        .values()
+        .filter(|(row, _)| lent(&row.pod) && row.processes > 0 && row.activity != Activity::Idle)
+        .map(|(row, _)| (row.pod.namespace.clone(), row.pod.pod.clone()))
+        .collect();
+    for (row, _) in rows.values_mut() {
+        let pod = (row.pod.namespace.clone(), row.pod.pod.clone());
+        if row.activity == Activity::Idle && pods_initialising.contains(&pod) {
+            row.activity = Activity::Unknown;
+        }
+        let allocated = !row.allocations.is_empty();
         let before = ctx
             .previous
             .get(&idle_key(ctx.gpu_uuid, row))

@@ -185,3 +185,76 @@ fn an_init_container_on_its_pods_device_is_not_bypass_but_a_sibling_is() {
         [("main", false), ("sidecar-x", true), ("warmup", false)]
     );
 }
+
+#[test]
+fn a_holder_whose_init_container_runs_on_its_device_is_not_idle() {
+    use crate::model::cluster::{ClusterView, ContainerMeta, PodMeta};
+    use crate::model::compute::Activity;
+    use crate::model::identity::{CgroupIdentity, ContainerRuntime};
+    const GPU: &str = "GPU-f86ae500-eefe-ae79-dc8d-234ca550730a";
+    // The app container `main` holds the GPU and has not started; its init container
+    // `warmup` runs a kernel-launching process on it (a real kubelet, issue 43).
+    let nvml = NvmlSample {
+        gpus: vec![GpuSample {
+            uuid: GPU.into(),
+            up: true,
+            utilization: Some(0.4),
+            processes: vec![testkit::compute_process(7, Some(0.4))],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let allocations = Allocations {
+        containers: vec![ContainerAllocation {
+            namespace: "ml".into(),
+            pod: "prep".into(),
+            container: "main".into(),
+            devices: vec![ResourceDevices {
+                resource_name: "nvidia.com/gpu".into(),
+                device_ids: vec![GPU.into()],
+            }],
+            dynamic: vec![],
+        }],
+        ..Default::default()
+    };
+    let container = |name: &str| ContainerMeta {
+        name: name.into(),
+        container_id: Some(format!("{:0>64}", name.len())),
+    };
+    let cluster = ClusterView::new(
+        vec![PodMeta {
+            uid: "0a1b2c3d-0000-4000-8000-000000000001".into(),
+            namespace: "ml".into(),
+            name: "prep".into(),
+            containers: vec![container("warmup"), container("main")],
+            init_containers: vec!["warmup".into()],
+            ..Default::default()
+        }],
+        Default::default(),
+        vec![],
+    );
+    let cgroups = [(
+        7,
+        CgroupIdentity {
+            pod_uid: Some("0a1b2c3d-0000-4000-8000-000000000001".into()),
+            container_id: container("warmup").container_id,
+            runtime: ContainerRuntime::Containerd,
+            qos: None,
+        },
+    )]
+    .into_iter()
+    .collect();
+    let s = join(JoinInputs {
+        allocations: Some(&allocations),
+        cluster: Some(&cluster),
+        cgroups: &cgroups,
+        ..testkit::inputs(&nvml)
+    });
+    let main = s.gpus[0]
+        .containers
+        .iter()
+        .find(|c| c.pod.container == "main")
+        .expect("the holder's row");
+    assert_eq!(main.activity, Activity::Unknown);
+    assert_eq!(main.idle_seconds, 0.0);
+}
