@@ -41,7 +41,7 @@ fn a_stretched_kernel_counts_its_usual_solo_duration() {
     // Solo runs a little either side refine a mean, not a minimum.
     for i in 0..200 {
         let d = if i % 2 == 0 { 1_400_000 } else { 1_600_000 };
-        s.observe(shape(1), d, (3 + i) * ms).solo;
+        s.observe(shape(1), d, (3 + i) * ms);
     }
     let est = s.observe(shape(1), 3_000_000, 300 * ms).solo;
     assert!((1_450_000..=1_550_000).contains(&est), "{est}");
@@ -64,7 +64,7 @@ fn a_first_stretched_run_gives_way_to_the_solo_mode() {
 fn an_unconfirmed_estimate_is_forgotten() {
     let mut s = SoloDurations::new();
     let sec = 1_000_000_000;
-    s.observe(shape(1), 1_000_000, 0).solo;
+    s.observe(shape(1), 1_000_000, 0);
     // Near the estimate: confirms it.
     assert_eq!(s.observe(shape(1), 1_000_000, 20 * sec).solo, 1_000_000);
     // Always slower since, for longer than the confirmation window: the new run stands.
@@ -76,7 +76,7 @@ fn an_unconfirmed_estimate_is_forgotten() {
 fn the_table_is_bounded() {
     let mut s = SoloDurations::new();
     for i in 0..(MAX_SHAPES as u64 + 5) {
-        s.observe(shape(i), 10, i).solo;
+        s.observe(shape(i), 10, i);
     }
     assert!(s.best.len() <= MAX_SHAPES);
 }
