@@ -27,7 +27,7 @@ stage kube-real --expect '^test_kube_real: [0-9]+ passed, 0 failed$' scripts/tes
 
 # Nothing below uses the debug build. Where the disk is short (a CI machine filled up here once,
 # at this very step), it is let go before the release build needs the room.
-free_kib=$(df -Pk target | awk 'NR == 2 { print $4 }')
+free_kib=$({ df -Pk target 2>/dev/null || df -Pk .; } | awk 'NR == 2 { print $4 }')
 if ((free_kib < 8 * 1024 * 1024)); then
   echo "== $((free_kib / 1024)) MiB free: removing target/debug before the release build"
   rm -rf target/debug
