@@ -2,7 +2,7 @@
 # Source it after setting LOGS (a directory); it sets an EXIT trap that stops the lanes still
 # running and prints the table, so even an interrupted run says how far it got.
 #
-#   stage [--expect REGEX] [--needs STAGE]... NAME CMD...
+#   stage NAME [--expect REGEX] [--needs STAGE]... CMD...     (the options also before NAME)
 #       Runs CMD (a command or a function, under `set -e`) with its output in $LOGS/NAME.log.
 #       In the foreground the output is shown as it comes, except the harnesses' "ok ..."
 #       lines; in a lane only a line when it ends (and the log's tail if it failed).
@@ -28,17 +28,16 @@ stage_result() {
 }
 
 stage() {
-  local expect="" needs=() name log rc need started
-  while [[ $1 == --* ]]; do
+  local expect="" needs=() name="" log rc need started
+  # Options before or after NAME: `stage NAME --expect RE CMD...` reads as naturally.
+  while [[ $1 == --* || -z $name ]]; do
     case $1 in
-      --expect) expect=$2 ;;
-      --needs) needs+=("$2") ;;
-      *) echo "stage: unknown option $1" >&2; return 2 ;;
+      --expect) expect=$2; shift 2 ;;
+      --needs) needs+=("$2"); shift 2 ;;
+      --*) echo "stage: unknown option $1" >&2; return 2 ;;
+      *) name=$1; shift ;;
     esac
-    shift 2
   done
-  name=$1
-  shift
   log=$LOGS/$name.log
   started=$(date +%s%3N)
   for need in "${needs[@]}"; do
