@@ -17,24 +17,11 @@ stage deps scripts/install-test-deps.sh
 [[ $(stage_result deps) == passed ]] || exit 1
 
 stage fmt cargo fmt --all -- --check
-stage clippy cargo clippy --workspace --all-targets -- -D warnings
-# The release image's build: only the tessera crate is checked again.
-stage clippy-no-demo cargo clippy -p tessera --no-default-features --all-targets -- -D warnings
-stage cargo-test cargo test --workspace
-# A real Kubernetes API server (issue 36). Here, while target/debug (which its tests use) is
-# certainly still there; its cargo build is the one cargo-test made.
-stage kube-real --expect '^test_kube_real: [0-9]+ passed, 0 failed$' scripts/test-kube-real.sh
 
-# Nothing below uses the debug build. Where the disk is short (a CI machine filled up here once,
-# at this very step), it is let go before the release build needs the room.
-free_kib=$({ df -Pk target 2>/dev/null || df -Pk .; } | awk 'NR == 2 { print $4 }')
-if ((free_kib < 8 * 1024 * 1024)); then
-  echo "== $((free_kib / 1024)) MiB free: removing target/debug before the release build"
-  rm -rf target/debug
-fi
-
-# Every release artefact in one cargo run, then copied: the stages run the copy, so the image
-# stage can build target/release/tessera without the demo while they do.
+# The lints and the release build side by side: both only compile (nothing timed runs beside
+# them), and each fills the other's idle core (a build's long single-crate tails, its links).
+# Every release artefact comes from one cargo run and is copied: the stages run the copy, so
+# the image stage can build target/release/tessera without the demo while they do.
 BIN=$LOGS/bin
 release_build() {
   cargo build --release -p tessera -p fake-nvml -p fleet-history
@@ -42,9 +29,28 @@ release_build() {
   cp target/release/tessera target/release/fleet-history "$BIN/"
   cp target/release/deps/libfake_nvml.so "$BIN/deps/"
 }
-stage release-build release_build
+lints() {
+  stage clippy cargo clippy --workspace --all-targets -- -D warnings
+  # The release image's build: only the tessera crate is checked again.
+  stage clippy-no-demo cargo clippy -p tessera --no-default-features --all-targets -- -D warnings
+}
+lane lints lints
+lane release stage release-build release_build
+lanes_wait
 export TESSERA_BIN=$BIN/tessera FLEET_HISTORY_BIN=$BIN/fleet-history
 R=(--needs release-build)
+
+# Where the disk is short (a CI machine filled up once, at the release build), the lints'
+# artefacts are let go before the test build needs the room.
+free_kib=$({ df -Pk target 2>/dev/null || df -Pk .; } | awk 'NR == 2 { print $4 }')
+if ((free_kib < 8 * 1024 * 1024)); then
+  echo "== $((free_kib / 1024)) MiB free: removing target/debug before the test build"
+  rm -rf target/debug
+fi
+# Alone: end-to-end tests that time their waits get the cores to themselves.
+stage cargo-test cargo test --workspace
+# A real Kubernetes API server (issue 36); its cargo build is the one cargo-test made.
+stage kube-real --expect '^test_kube_real: [0-9]+ passed, 0 failed$' scripts/test-kube-real.sh
 
 # Two lanes on the 2 cores: one mostly waits on live servers (scrapes, rule rounds,
 # notifications), the other mostly computes (backfills, a build). Each stage waits on
@@ -61,6 +67,8 @@ serving() {
 computing() {
   stage "${R[@]}" advisor scripts/test-advisor.sh
   stage "${R[@]}" --expect '^[0-9]+ passed, 0 failed$' image scripts/test-image.sh
+  # Counts cycles, not seconds: a busy neighbour makes it longer, not different.
+  stage "${R[@]}" --expect '^1 passed, 0 failed$' soak scripts/soak.sh
 }
 lane serving serving
 lane computing computing
@@ -68,4 +76,3 @@ lanes_wait
 
 # Alone: the load test's latency table is the machine's, not a neighbour's.
 stage "${R[@]}" --expect '^1 passed, 0 failed$' load scripts/load.sh
-stage "${R[@]}" --expect '^1 passed, 0 failed$' soak scripts/soak.sh
