@@ -42,7 +42,10 @@ done
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml","rb"))["package"]["version"])')
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 if [[ ${CARGO_BUILD:-1} != 0 ]]; then
-  cargo build --release -q -p tessera --no-default-features
+  # fake-nvml is built beside it only to keep the dependency graph of the default build: a cdylib
+  # in the graph changes how its dependencies are compiled for thin LTO, and without it cargo
+  # compiled ~20 of them (k8s-openapi among them) a second time for this binary.
+  cargo build --release -q -p tessera -p fake-nvml --no-default-features
 fi
 bin=target/release/tessera
 # The CUDA probe the cuda-probe overlay copies onto each node for workload pods.

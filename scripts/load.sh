@@ -13,7 +13,12 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 "$BIN" --demo --web.listen-address=127.0.0.1:"$port" --log.level=warn 2>/dev/null &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT
-until curl -sf "127.0.0.1:$port/readyz" >/dev/null; do sleep 0.2; done
+# shellcheck source=lib/harness.sh
+. scripts/lib/harness.sh
+if ! wait_http "http://127.0.0.1:$port/readyz" 60 "$pid"; then
+  echo "FAIL: the demo was not ready on :$port in 60 s"
+  exit 1
+fi
 headers=()
 [ "$ENCODING" = identity ] || headers=(-H "Accept-Encoding: $ENCODING")
 out=$("$WRK" -t2 -c"$CONNS" -d"${SECONDS_}s" --latency ${headers[@]+"${headers[@]}"} "http://127.0.0.1:$port/metrics")

@@ -20,9 +20,22 @@ samples() { curl -s "127.0.0.1:$port/metrics" | awk '/^tessera_samples_total/ {p
 procs() { echo "$pid" $(pgrep -P "$pid" || true); }
 rss() { for p in $(procs); do awk '/VmRSS/ {print $2}' "/proc/$p/status"; done | awk '{s += $1} END {print s}'; }
 fds() { for p in $(procs); do ls "/proc/$p/fd"; done | wc -l; }
-until [ -n "$(samples 2>/dev/null)" ]; do sleep 0.2; done
+# waited SECONDS CONDITION...: until CONDITION holds, or says which one did not in time.
+waited() {
+  local limit=$(($(date +%s) + $1))
+  shift
+  until "$@"; do
+    if [ "$(date +%s)" -ge "$limit" ] || ! kill -0 "$pid" 2>/dev/null; then
+      echo "FAIL: not within the bound: $*"; tail -n 5 "$tmp/log"; exit 1
+    fi
+    sleep 0.2
+  done
+}
+serving() { [ -n "$(samples 2>/dev/null)" ]; }
 # Let allocators and caches reach their working size before the first reading.
-while [ "$(samples)" -lt 2000 ]; do sleep 0.2; done
+warm() { local n; n=$(samples 2>/dev/null); [ "${n:-0}" -ge 2000 ]; }
+waited 60 serving
+waited 120 warm
 s0=$(samples); r0=$(rss); f0=$(fds); t0=$(date +%s)
 deadline=$((t0 + ${MAX_SECONDS:-900}))
 while [ "$(samples)" -lt $((s0 + CYCLES)) ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.1; done

@@ -311,8 +311,30 @@ def run(a, c, tmp, procs):
         time.sleep(0.5)
     c.note(f"expected notifications after {time.monotonic() - start:.1f}s: "
            f"{sum((k, r) in got for k, r in expected.items())} of {len(expected)}")
-    # A few more group intervals, so an inhibited alert that slipped through would show.
-    time.sleep(3)
+
+    # Settled, on conditions rather than a few seconds (which a busy machine can stretch):
+    # Alertmanager holds every alert that must be inhibited, suppressed, and the webhook has
+    # received every notification Alertmanager sent. An inhibited alert that slipped through
+    # went out before it was suppressed, so it is in what the webhook holds by then.
+    def sent():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{am_port}/metrics", timeout=3).read().decode()
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith('alertmanager_notifications_total{integration="webhook"'))
+
+    def settled():
+        try:
+            state = {key(al): al["status"]["state"] for al in http_json(f"http://127.0.0.1:{am_port}/api/v2/alerts")}
+            n = sent()
+        except (OSError, ValueError, KeyError):
+            return False
+        with lock:
+            arrived = len(received)
+        return all(state.get(k) == "suppressed" for k in inhibited) and arrived == n
+
+    while time.monotonic() < deadline and not settled():
+        time.sleep(0.25)
+    c.note(f"settled after {time.monotonic() - start:.1f}s: inhibited alerts suppressed, "
+           f"{len(received)} notifications sent and received")
     got = delivered()
     for k, recv in expected.items():
         hit = got.get((k, recv))
