@@ -1,6 +1,6 @@
 """Exact mode's honesty, measured as an alarm is (issue 32), per draw and in total.
 
-  analyze.py corpus.jsonl [more.jsonl ...]          the corpus (driver.py)
+  analyze.py corpus.jsonl [more.jsonl ...]          the corpus (driver.py; .jsonl.xz read too)
   analyze.py --suite lab/data/...run5-a.jsonl ...  the earlier suite's records (suite.sh): one
                                                     averaged figure per tenant and case, so each
                                                     read counts that average (marked "case mean")
@@ -30,10 +30,21 @@ Targets (issue 32): coverage >= 90 %, accurate >= 95 %, bounds contain >= 95 %, 
 <= 2 %, caught >= 95 %, MPS within 3 points."""
 import argparse
 import json
+import lzma
+import os
 import sys
 from collections import defaultdict
 
 SLACK = 0.01
+
+
+def open_text(path):
+    """A corpus or suite file, plain or xz-compressed (lab/data keeps them as `.jsonl.xz`); a
+    plain path that is missing is read from its `.xz` beside it."""
+    if not path.endswith(".xz") and not os.path.exists(path) and os.path.exists(path + ".xz"):
+        path += ".xz"
+    return lzma.open(path, "rt") if path.endswith(".xz") else open(path)
+
 # How far each liar's claim is from its truth, as a multiple of the truth (tenants.py, Liar).
 LIE = {"under": 0.75, "over": 1.0, "silent": 1.0,
        # Issue 42's forgers: the real probe's frames scaled, so the lie is (factor - 1) x truth.
@@ -146,7 +157,7 @@ def corpus_draws(paths):
     for path in paths:
         header = None
         calib, rows = None, []
-        with open(path) as f:
+        with open_text(path) as f:
             for line in f:
                 rec = json.loads(line)
                 if rec.get("type") == "calib":
@@ -154,7 +165,7 @@ def corpus_draws(paths):
                 elif rec.get("type") == "footer":
                     rows = rec.get("clocks") or []
         clocks = None
-        with open(path) as f:
+        with open_text(path) as f:
             for line in f:
                 rec = json.loads(line)
                 if rec.get("type") == "header":
@@ -336,7 +347,7 @@ def suite(paths):
     print("| case | tenant | truth | figure (case mean) | reads with a figure / reads | disputed reads |")
     print("|---|---|---|---|---|---|")
     for path in paths:
-        with open(path) as f:
+        with open_text(path) as f:
             for line in f:
                 c = json.loads(line)
                 t = Tally()

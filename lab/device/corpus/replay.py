@@ -11,9 +11,17 @@ import argparse
 import bisect
 import collections
 import json
+import lzma
 import os
 import statistics
 import sys
+
+
+def open_corpus(out_dir):
+    """A run's corpus.jsonl, or corpus.jsonl.xz as lab/data keeps it."""
+    path = os.path.join(out_dir, "corpus.jsonl")
+    return open(path) if os.path.exists(path) else lzma.open(path + ".xz", "rt")
+
 
 BUCKET = 1_000_000
 WINDOW, LAG, OFFSET = 5.0, 2.0, 0.5
@@ -271,7 +279,7 @@ def evaluate(out_dir, makers):
     for p in glob.glob(os.path.join(out_dir, "rec", "*")):
         pid = p.rsplit(".", 1)[-1]
         logs.setdefault(pid, []).append(p)
-    draws = [json.loads(line) for line in open(os.path.join(out_dir, "corpus.jsonl"))]
+    draws = [json.loads(line) for line in open_corpus(out_dir)]
     draws = [d for d in draws if d.get("type") == "draw"]
     per_log = {}
     res = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -384,7 +392,7 @@ def evaluate_split(out_dir, make_name):
     logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "*"))}
     cache = {}
     res = collections.defaultdict(lambda: collections.defaultdict(list))
-    for line in open(os.path.join(out_dir, "corpus.jsonl")):
+    for line in open_corpus(out_dir):
         d = json.loads(line)
         if d.get("type") != "draw" or d.get("mode") == "alone":
             continue
@@ -470,7 +478,7 @@ def evaluate_forgers(out_dir, make_name, factors=(0.5, 0.8, 1.2, 1.5)):
     logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "*"))}
     cache = {}
     honest, lies = [], collections.defaultdict(list)
-    for line in open(os.path.join(out_dir, "corpus.jsonl")):
+    for line in open_corpus(out_dir):
         d = json.loads(line)
         if d.get("type") != "draw" or d.get("mode") == "alone":
             continue
@@ -587,7 +595,7 @@ def evaluate_bounds(out_dir, point="ctx2-band", floor="ctx2-fastest"):
     cache = {}
     res = collections.defaultdict(list)
     rows = clocks(out_dir)
-    draws = [json.loads(line) for line in open(os.path.join(out_dir, "corpus.jsonl"))]
+    draws = [json.loads(line) for line in open_corpus(out_dir)]
     first = min((d["start"] for d in draws if d.get("type") == "draw"), default=0)
     cal = [r[1] for r in rows if r[0] < first - 5 and r[2] > 50]
     calib_mhz = statistics.median(cal) if cal else None
