@@ -1,5 +1,5 @@
 //! A fake kubelet and API server for runs on a real GPU node without Kubernetes (the H100
-//! validation, scripts/device/archive/billing_h100.sh): one pod `ml/two-proc-0` whose container
+//! validation, lab/device/archive/billing_h100.sh): one pod `ml/two-proc-0` whose container
 //! `main` holds GPU `<uuid>`. Prints the container's cgroup path (to create under
 //! /sys/fs/cgroup and put the workload's processes in) and the kubeconfig, then serves until
 //! killed.
@@ -9,7 +9,7 @@
 //! With pod names after the UUID, pods `energy/<name>` (container `main`) instead, whose
 //! holdings follow the file `<dir>/holding`, read every 200 ms: `shared` gives each pod a
 //! replica of the GPU (`<uuid>::<i>`, as time-slicing and MPS hand them out), `exclusive <pod>`
-//! gives that pod the whole GPU and the others nothing (scripts/device/energy). Prints
+//! gives that pod the whole GPU and the others nothing (lab/device/energy). Prints
 //! `CGROUP <pod> <path>` for each.
 //!
 //!     fake_cluster <dir> <node> <gpu-uuid> <pod>...

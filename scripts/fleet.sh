@@ -2,9 +2,9 @@
 # A fleet of simulated tessera nodes against a real Prometheus and against VictoriaMetrics:
 #
 #   scripts/fleet.sh --small                 # 3 nodes (27 GPUs), 60 s live, checks that can fail
-#   scripts/fleet.sh --nodes 112 --minutes 10 --out docs/data/fleet-1000-live.json
-#   scripts/fleet.sh --replay docs/data/fleet-captures-16.tar.xz --history-hours 24 --nodes 112 \
-#     --minutes 2 --scrape 15 --eval 15 --out docs/data/fleet-1000-24h.json
+#   scripts/fleet.sh --nodes 112 --minutes 10 --out lab/data/fleet-1000-live.json
+#   scripts/fleet.sh --replay tests/data/fleet-captures-16.tar.xz --history-hours 24 --nodes 112 \
+#     --minutes 2 --scrape 15 --eval 15 --out lab/data/fleet-1000-24h.json
 #
 # --replay CAPTURES (scripts/fleet/capture.py's output, a directory or .tar.xz): instead of N
 # demo processes, one `fleet-history serve` (crates/fleet-history) answers for N nodes cloned

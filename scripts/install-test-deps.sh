@@ -32,7 +32,7 @@ if ! python3 -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; the
 fi
 # ---
 # --- fleet at scale (issue 22): VictoriaMetrics, vmagent and vmalert beside Prometheus
-# (xz unpacks the replayed fleet's captures, docs/data/fleet-captures-16.tar.xz.)
+# (xz unpacks the replayed fleet's captures, tests/data/fleet-captures-16.tar.xz.)
 if ! command -v victoria-metrics >/dev/null || ! command -v vmagent >/dev/null || ! command -v vmalert >/dev/null \
   || ! command -v xz >/dev/null; then
   $sudo_cmd apt-get update -q

@@ -66,7 +66,7 @@ serving() {
   stage "${R[@]}" --expect '^test_chart: [0-9]+ passed, 0 failed$' helm scripts/test-helm.sh
   stage "${R[@]}" --expect '^[0-9]+ passed, 0 failed$' fleet scripts/fleet.sh --small
   stage "${R[@]}" --expect '^[0-9]+ passed, 0 failed$' fleet-replay scripts/fleet.sh --small \
-    --replay docs/data/fleet-captures-16.tar.xz --history-hours 2 --nodes 3 --seconds 90 --scrape 15 --eval 15
+    --replay tests/data/fleet-captures-16.tar.xz --history-hours 2 --nodes 3 --seconds 90 --scrape 15 --eval 15
 }
 computing() {
   stage "${R[@]}" advisor scripts/test-advisor.sh

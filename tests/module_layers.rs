@@ -475,3 +475,65 @@ fn a_circle_is_found() {
     g.get_mut("c").unwrap().clear();
     assert_eq!(circle(&g), None);
 }
+
+/// docs/ holds what a user reads; run data, run diaries and GPU scripts live in lab/
+/// (CONTRIBUTING.md). These bounds keep the lab from growing back into docs/.
+const DOCS_MAX_BYTES: u64 = 1_000_000;
+const VALIDATION_MAX_LINES: usize = 300;
+
+fn tree_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            if p.is_dir() {
+                tree_bytes(&p)
+            } else {
+                p.metadata().unwrap().len()
+            }
+        })
+        .sum()
+}
+
+/// What is over the bounds in a docs folder, in words; empty when nothing is.
+fn docs_over_bounds(docs: &Path) -> Vec<String> {
+    let mut over = Vec::new();
+    let bytes = tree_bytes(docs);
+    if bytes > DOCS_MAX_BYTES {
+        over.push(format!(
+            "docs/ holds {bytes} bytes, more than {DOCS_MAX_BYTES}: run data belongs in lab/data/"
+        ));
+    }
+    let lines = std::fs::read_to_string(docs.join("validation.md"))
+        .unwrap()
+        .lines()
+        .count();
+    if lines > VALIDATION_MAX_LINES {
+        over.push(format!(
+            "docs/validation.md has {lines} lines, more than {VALIDATION_MAX_LINES}: \
+             run diaries belong in lab/diaries/"
+        ));
+    }
+    over
+}
+
+#[test]
+fn docs_stay_small() {
+    let over = docs_over_bounds(&Path::new(env!("CARGO_MANIFEST_DIR")).join("docs"));
+    assert!(over.is_empty(), "{over:#?}");
+}
+
+#[test]
+fn docs_over_their_bounds_are_found() {
+    let dir = std::env::temp_dir().join(format!("tessera-docs-bounds-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let page = dir.join("validation.md");
+    std::fs::write(&page, "line\n".repeat(VALIDATION_MAX_LINES)).unwrap();
+    assert!(docs_over_bounds(&dir).is_empty());
+    std::fs::write(&page, "line\n".repeat(VALIDATION_MAX_LINES + 1)).unwrap();
+    let data = vec![b'x'; DOCS_MAX_BYTES as usize];
+    std::fs::write(dir.join("data/run.jsonl"), data).unwrap();
+    let over = docs_over_bounds(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(over.len(), 2, "{over:#?}");
+}

@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 for args in "4096 0.6" "2048 0.4"; do
   # shellcheck disable=SC2086
-  python3 scripts/device/load.py $args 3600 & LOADS+=($!)
+  python3 lab/device/load.py $args 3600 & LOADS+=($!)
 done
 sleep 8
 results="$OUT/results.jsonl"

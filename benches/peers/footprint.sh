@@ -2,7 +2,7 @@
 # tessera's footprint beside nvitop-exporter on however many GPUs this machine has (issue 46):
 # tessera with its defaults (NVML in one worker process), tessera --nvml.isolation=thread and
 # nvitop-exporter 1.7.2, one after the other under the same load: two CUDA processes
-# (scripts/device/load.py) on the first and the last GPU. Each exporter samples once a second
+# (lab/device/load.py) on the first and the last GPU. Each exporter samples once a second
 # and is measured alone (benches/peers/measure.py): IDLE_SECONDS scraped every 15 s (idle CPU,
 # PSS and RSS of the exporter and every process it started, CPU by thread), then BURST
 # sequential scrapes (latency, CPU per scrape). Then COST_SECONDS of tessera's defaults at
@@ -28,7 +28,7 @@ PEERS=${PEERS_DIR:-.peers}
 OUT=${OUT:-/tmp/footprint}
 TESSERA=${TESSERA_BIN:-$PEERS/tessera}
 # The GPU load; a dry run without a GPU passes LOAD_CMD=sleep (it sums its arguments).
-LOAD_CMD=${LOAD_CMD:-python3 scripts/device/load.py}
+LOAD_CMD=${LOAD_CMD:-python3 lab/device/load.py}
 mkdir -p "$OUT"
 started=$(date +%s)
 LOADS=()

@@ -28,7 +28,7 @@ export TESSERA_BIN=$bin/tessera FLEET_HISTORY_BIN=$bin/fleet-history
 for r in "$@"; do
   IFS=: read -r name nodes hours live days <<<"$r"
   t0=$SECONDS
-  PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay docs/data/fleet-captures-16.tar.xz \
+  PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay tests/data/fleet-captures-16.tar.xz \
     --nodes "$nodes" --history-hours "$hours" --seconds "$live" --summary-days "$days" \
     --scrape 15 --eval "${FLEET_EVAL:-15}" --out "$out/$name.json" --keep "/tmp/fleet-logs/$name" >"$out/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$out/host.txt"

@@ -2,7 +2,7 @@
 """Markdown tables from scripts/fleet.sh's data files (measure.py --out), one column per file:
 what docs/scale.md shows.
 
-    table.py docs/data/fleet-250-live.json docs/data/fleet-1000-live.json
+    table.py lab/data/fleet-250-live.json lab/data/fleet-1000-live.json
 """
 import json
 import sys

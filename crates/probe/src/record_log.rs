@@ -1,6 +1,6 @@
 //! Measurement only: a dump of every kernel record the probe folded in, with the solo estimate
 //! it gave each, so that solo estimators can be compared offline on real records
-//! (`scripts/device/archive/accuracy/solo_replay.py`). Off unless `TESSERA_PROBE_RECORD_LOG`
+//! (`lab/device/archive/accuracy/solo_replay.py`). Off unless `TESSERA_PROBE_RECORD_LOG`
 //! names a file; the probe then appends `.<pid>` to the name. When off, the probe pays one load
 //! of an unset `OnceLock` per kernel record. When on, it reads each new shape's kernel name
 //! through the record's name pointer, which CUPTI documents as a string it keeps; a stand-in

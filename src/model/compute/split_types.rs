@@ -179,7 +179,7 @@ pub struct DeviceSplit {
     /// What the stretch checks read, whether or not either fired: `[stretch, hidden]` over the
     /// milliseconds one probe covered alone, measured once per probes' split
     /// ([`super::evidence`]); shown so the tolerances can be tuned against real tenants
-    /// (scripts/device/corpus).
+    /// (lab/device/corpus).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lone_stretch: Option<[f64; 2]>,
     /// When the device's current run of readings below [`IDLE_SHARE`] began; `None` while it

@@ -1,0 +1,647 @@
+"""Replays the probes' kernel records of a corpus run (RECORD_LOG=1) offline: rebuilds each
+tenant's millisecond timeline with a chosen solo estimator, and reads the time-sliced split's
+stages over each read's window beside the request-log truth (issue 42). Measurement only: the
+shipped rules are the Rust code's; this is where estimators and rules are compared on real
+records before one is built.
+
+  replay.py RUN_OUT [--estimator fastest|band|median] [--draws heavy-ts-3,...]
+
+RUN_OUT: a run's output folder (corpus.jsonl, records.tar.xz unpacked to rec/)."""
+import argparse
+import bisect
+import collections
+import json
+import lzma
+import os
+import statistics
+import sys
+
+
+def open_corpus(out_dir):
+    """A run's corpus.jsonl, or corpus.jsonl.xz as lab/data keeps it."""
+    path = os.path.join(out_dir, "corpus.jsonl")
+    return open(path) if os.path.exists(path) else lzma.open(path + ".xz", "rt")
+
+
+BUCKET = 1_000_000
+WINDOW, LAG, OFFSET = 5.0, 2.0, 0.5
+
+
+def load(path):
+    """Kernels admitted by the probe's rule (wholly inside one traced stretch), with the CUPTI
+    to unix offset from the log's T lines."""
+    ks, stretches, on, start, offsets = [], [], None, 0, []
+    shapes = {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            p = line.split()
+            if not p:
+                continue
+            if p[0] == "R":
+                t = int(p[2])
+                if p[1] in ("on", "attach"):
+                    on = t if on is None else on
+                elif p[1] == "off" and on is not None:
+                    stretches.append((on, t))
+                    on = None
+            elif p[0] == "K" and len(p) >= 5:
+                start += int(p[2])
+                ks.append((start, start + int(p[3]), p[1], int(p[4])))
+            elif p[0] == "S" and len(p) >= 11:
+                shapes[p[1]] = (p[9][:60], p[10])
+            elif p[0] == "T":
+                offsets.append(int(p[2]) - int(p[1]))
+    if on is not None:
+        stretches.append((on, 1 << 62))
+    starts = [s for s, _ in stretches]
+    keep = []
+    for k in ks:
+        i = bisect.bisect_right(starts, k[0]) - 1
+        if i >= 0 and k[1] <= stretches[i][1]:
+            keep.append(k)
+    keep.sort()
+    off = int(statistics.median(offsets)) if offsets else 0
+    return keep, stretches, off, shapes
+
+
+class Fastest:
+    """The shipped estimator (crates/probe/src/solo.rs at 52f3cff): running mean of runs near
+    the fastest mode; a kernel counts min(estimate, its duration)."""
+    BAND, W, CONF = 1.15, 1 / 16, 30e9
+
+    def __init__(self):
+        self.best = {}
+
+    def solo(self, shape, d, end):
+        e = self.best.get(shape, (d, end))
+        est, conf = e
+        if d * self.BAND < est or end - conf > self.CONF:
+            e = (d, end)
+        elif d <= est * self.BAND:
+            e = (est + (d - est) * self.W, end)
+        self.best[shape] = e
+        return self.count(e[0], d)
+
+    def count(self, est, d):
+        return min(round(est), d)
+
+
+class Band(Fastest):
+    """The same estimate; a run within the band counts whole (it was not stretched), only a
+    run past it counts the estimate."""
+
+    def count(self, est, d):
+        return d if d <= est * self.BAND else round(est)
+
+
+class Median:
+    """The median of the last 15 runs of the shape; a run within 15 % of it counts whole."""
+    N, BAND = 15, 1.15
+
+    def __init__(self):
+        self.runs = collections.defaultdict(collections.deque)
+
+    def solo(self, shape, d, end):
+        r = self.runs[shape]
+        r.append(d)
+        if len(r) > self.N:
+            r.popleft()
+        est = sorted(r)[len(r) // 2]
+        return d if d <= est * self.BAND else est
+
+
+class Clusters:
+    """Durations that recur are real; a long one that does not recur was stretched. Per shape,
+    up to 4 cluster centres: a run within 15 % of one counts whole and refines it; a run faster
+    than all starts a new one; a longer run that matches no centre is a candidate, promoted after
+    3 runs within 15 % of each other; until then (and for every run that never recurs) it counts
+    the hit-weighted mean of the centres below it."""
+    BAND, W, K, PROMOTE = 1.15, 1 / 16, 4, 3
+
+    def __init__(self):
+        self.c = {}
+
+    def solo(self, shape, d, end):
+        cl, cand = self.c.setdefault(shape, ([], []))
+        for x in cl:
+            if x[0] / self.BAND <= d <= x[0] * self.BAND:
+                x[0] += (d - x[0]) * self.W
+                x[1] += 1
+                return d
+        if not cl or d * self.BAND < min(x[0] for x in cl):
+            cl.append([float(d), 1])
+            self.trim(cl)
+            return d
+        for y in cand:
+            if y[0] / self.BAND <= d <= y[0] * self.BAND:
+                y[0] += (d - y[0]) / (y[1] + 1)
+                y[1] += 1
+                if y[1] >= self.PROMOTE:
+                    cand.remove(y)
+                    cl.append([y[0], y[1]])
+                    self.trim(cl)
+                    return d
+                break
+        else:
+            cand.append([float(d), 1])
+            if len(cand) > 8:
+                cand.pop(0)
+        below = [x for x in cl if x[0] < d]
+        w = sum(x[1] for x in below)
+        return round(sum(x[0] * x[1] for x in below) / w) if w else d
+
+    def trim(self, cl):
+        if len(cl) > self.K:
+            cl.remove(min(cl, key=lambda x: x[1]))
+        if sum(x[1] for x in cl) > 4096:
+            for x in cl:
+                x[1] = max(1, x[1] // 2)
+
+
+ESTIMATORS = {"fastest": Fastest, "band": Band, "median": Median}
+
+
+def timeline(ks, est):
+    """Per bucket: [covered ns, solo ns], the union of spans (a span counts only what earlier
+    ones did not cover), each span's solo spread over it."""
+    tl = collections.defaultdict(lambda: [0, 0.0])
+    covered_until = 0
+    for s, e, shape, _ in ks:
+        d = e - s
+        solo = est.solo(shape, d, e) if est else _
+        if solo is None:
+            solo = d
+        if e <= covered_until:
+            continue
+        ratio = solo / d if d > 0 else 0.0
+        s2 = max(s, covered_until)
+        for b in range(s2 // BUCKET, (e - 1) // BUCKET + 1):
+            lo, hi = max(s2, b * BUCKET), min(e, (b + 1) * BUCKET)
+            if hi > lo:
+                x = tl[b]
+                x[0] = min(BUCKET, x[0] + hi - lo)
+                x[1] = min(x[0], x[1] + (hi - lo) * ratio)
+        covered_until = e
+    return tl
+
+
+def traced_fn(stretches):
+    starts = [s for s, _ in stretches]
+
+    def traced(b):
+        lo, hi = b * BUCKET, (b + 1) * BUCKET
+        i = bisect.bisect_right(starts, lo) - 1
+        return i >= 0 and hi <= stretches[i][1]
+    return traced
+
+
+class DurationContext:
+    """Any estimator keyed also by the shapes of the two kernels before it and the octave of
+    the one just before's duration (outside graphs): a CNN's batch-norm and element-wise kernels
+    launch one grid for every batch, and only the time the kernel before took tells a batch of
+    32 from one of 128."""
+
+    def __init__(self, inner, graph_of):
+        self.inner, self.graph_of = inner, graph_of
+        self.prev = collections.deque(maxlen=2)
+        self.prev_octave = 0
+
+    def solo(self, shape, d, end):
+        key = shape if self.graph_of.get(shape, "0") != "0" else (shape, tuple(self.prev), self.prev_octave)
+        self.prev.append(shape)
+        self.prev_octave = max(d, 1).bit_length()
+        return self.inner.solo(key, d, end)
+
+
+class Context:
+    """Any estimator, keyed also by the shape of the kernel before it in the record stream
+    (outside CUDA graphs): cuBLAS's persistent GEMM kernels launch one grid for every problem
+    size, so in an eager model one shape serves GEMMs 8x apart; the kernel before them (a layer
+    norm, an add) launches a grid that follows the size."""
+
+    def __init__(self, inner, graph_of, depth=1):
+        self.inner, self.graph_of, self.depth = inner, graph_of, depth
+        self.prev = collections.deque(maxlen=depth)
+
+    def solo(self, shape, d, end):
+        key = shape if self.graph_of.get(shape, "0") != "0" else (shape, tuple(self.prev))
+        self.prev.append(shape)
+        return self.inner.solo(key, d, end)
+
+
+def kernels_by_second(path, make):
+    """Per unix second: (Σ span union ns, Σ solo ns) of the log's admitted kernels."""
+    ks, _, off, shapes = load(path)
+    graph_of = {sid: node for sid, (_, node) in shapes.items()}
+    est = make(graph_of)
+    per = collections.defaultdict(lambda: [0.0, 0.0])
+    covered_until = 0
+    for s, e, shape, _ in ks:
+        d = e - s
+        solo = est.solo(shape, d, e)
+        if e <= covered_until:
+            continue
+        s2 = max(s, covered_until)
+        frac = (e - s2) / d if d else 0.0
+        sec = (s2 + off) // 1_000_000_000
+        per[sec][0] += e - s2
+        per[sec][1] += solo * frac
+        covered_until = e
+    return per
+
+
+MAKERS = {
+    "fastest": lambda g: Fastest(),
+    "band": lambda g: Band(),
+    "median": lambda g: Median(),
+    "ctx-fastest": lambda g: Context(Fastest(), g),
+    "ctx-band": lambda g: Context(Band(), g),
+    "ctx-median": lambda g: Context(Median(), g),
+    "ctxdur-band": lambda g: DurationContext(Band(), g),
+    "ctxdur-fastest": lambda g: DurationContext(Fastest(), g),
+    "clusters": lambda g: Clusters(),
+    "ctx2-clusters": lambda g: Context(Clusters(), g, 2),
+    "ctx1-clusters": lambda g: Context(Clusters(), g, 1),
+    "ctx2-fastest": lambda g: Context(Fastest(), g, 2),
+    "ctx2-band": lambda g: Context(Band(), g, 2),
+    "ctx3-fastest": lambda g: Context(Fastest(), g, 3),
+    "ctx3-band": lambda g: Context(Band(), g, 3),
+}
+
+
+def evaluate(out_dir, makers):
+    """Σ solo over each read's window against the requests' truth over the same window, per
+    estimator and kind: the relative error's median, 5th and 95th percentiles."""
+    import glob
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import analyze
+    logs = {}
+    for p in glob.glob(os.path.join(out_dir, "rec", "*")):
+        pid = p.rsplit(".", 1)[-1]
+        logs.setdefault(pid, []).append(p)
+    draws = [json.loads(line) for line in open_corpus(out_dir)]
+    draws = [d for d in draws if d.get("type") == "draw"]
+    per_log = {}
+    res = collections.defaultdict(lambda: collections.defaultdict(list))
+    for d in draws:
+        for ten in d["tenants"]:
+            pid = str(ten.get("pid"))
+            if pid not in logs or ten.get("liar") or ten.get("reqs") is None or ten["kind"] == "holder":
+                continue
+            for name, make in makers.items():
+                key = (pid, name)
+                if key not in per_log:
+                    per_log[key] = kernels_by_second(logs[pid][0], make)
+                per = per_log[key]
+                for r in d["reads"]:
+                    t = r["t"]
+                    lo, hi = t - WINDOW - OFFSET, t - OFFSET
+                    truth = analyze.read_truth(ten, t)
+                    if not truth or truth < 0.02:
+                        continue
+                    secs = range(int(lo), int(hi) + 1)
+                    # whole seconds only: the window rounded to seconds on both sides
+                    span = sum(per[s][0] for s in secs if lo <= s and s + 1 <= hi) / 1e9
+                    solo = sum(per[s][1] for s in secs if lo <= s and s + 1 <= hi) / 1e9
+                    n = sum(1 for s in secs if lo <= s and s + 1 <= hi)
+                    if n < 3:
+                        continue
+                    tr = sum(k for m, k in ten["reqs"] if int(lo) + 1 <= m < int(lo) + 1 + n) / 1000 / n
+                    if tr < 0.02:
+                        continue
+                    res[(d.get("mode"), ten["kind"])][name].append(((solo / n) - tr) / tr)
+                    res[(d.get("mode"), ten["kind"])]["spans"].append(((span / n) - tr) / tr)
+    for (mode, kind), by in sorted(res.items()):
+        print(f"{mode} {kind}")
+        for name, v in by.items():
+            v.sort()
+            ok = sum(1 for x in v if abs(x) <= 0.10)
+            print(f"   {name:12s} n {len(v):4d} median {100 * v[len(v) // 2]:+6.1f} %  p5 {100 * v[len(v) // 20]:+6.1f} %  "
+                  f"p95 {100 * v[len(v) * 19 // 20]:+6.1f} %  within 10 %: {ok}/{len(v)}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out_dir")
+    p.add_argument("--estimators", default=",".join(MAKERS))
+    p.add_argument("--split", action="store_true", help="the time-sliced split's stages per read")
+    p.add_argument("--forgers", action="store_true", help="the evidence against forged timelines")
+    p.add_argument("--bounds", action="store_true", help="point figures and bounds per read")
+    a = p.parse_args()
+    if a.bounds:
+        evaluate_bounds(a.out_dir)
+    elif a.forgers:
+        evaluate_forgers(a.out_dir, a.estimators.split(",")[0])
+    elif a.split:
+        for name in a.estimators.split(","):
+            print("==", name)
+            evaluate_split(a.out_dir, name)
+    else:
+        evaluate(a.out_dir, {k: MAKERS[k] for k in a.estimators.split(",")})
+
+
+
+def timelines_of(path, make):
+    """A log's timeline by unix millisecond: {ms: [covered ns, solo ns]}, its traced stretches
+    in unix ns, and the end of its records (a log that hit its cap ends early)."""
+    ks, stretches, off, shapes = load(path)
+    graph_of = {sid: node for sid, (_, node) in shapes.items()}
+    tl = timeline([(s + off, e + off, sh, x) for s, e, sh, x in ks], make(graph_of))
+    st = [(a + off, min(b + off, ks[-1][1] + off if ks else b)) for a, b in stretches]
+    return tl, st, (ks[-1][1] + off) if ks else 0
+
+
+def split_window(lines, lo_ms, hi_ms):
+    """The time-sliced split's stages over [lo_ms, hi_ms) for timelines that all traced it:
+    per tenant (covered, solo, own_by_solo, own, exclusive), in ms. `lines`: [(tl, traced)]."""
+    n = len(lines)
+    out = [[0.0] * 5 for _ in range(n)]
+    common = 0
+    for b in range(lo_ms, hi_ms):
+        if not all(tr(b) for _, tr in lines):
+            continue
+        common += 1
+        cov = [tl[b][0] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        solo = [tl[b][1] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        cs, ss = sum(cov), sum(solo)
+        for i in range(n):
+            c = cov[i]
+            if c <= 0:
+                continue
+            o = out[i]
+            o[0] += c
+            o[1] += solo[i]
+            if cs - c > 0:
+                o[2] += solo[i] / max(ss, 1.0)
+                o[3] += c if cs <= 1.0 else solo[i] / max(ss, 1.0)
+                o[4] += max(0.0, c - (cs - c))
+            else:
+                o[2] += c
+                o[3] += c
+                o[4] += c
+    return out, common
+
+
+def evaluate_split(out_dir, make_name):
+    """Each draw's time-sliced split rebuilt from the tenants' record logs with the estimator,
+    per read over the timelines' window (2 s behind the read), beside the lagged truth."""
+    import glob
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import analyze
+    make = MAKERS[make_name]
+    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "*"))}
+    cache = {}
+    res = collections.defaultdict(lambda: collections.defaultdict(list))
+    for line in open_corpus(out_dir):
+        d = json.loads(line)
+        if d.get("type") != "draw" or d.get("mode") == "alone":
+            continue
+        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
+        pids = [str(t["pid"]) for t in tens]
+        if not all(p in logs for p in pids):
+            continue
+        for p in pids:
+            if p not in cache:
+                tl, st, end = timelines_of(logs[p], make)
+                starts = [a for a, _ in st]
+
+                def traced(b, st=st, starts=starts):
+                    lo = b * BUCKET
+                    i = bisect.bisect_right(starts, lo) - 1
+                    return i >= 0 and lo + BUCKET <= st[i][1]
+                cache[p] = (tl, traced, end)
+        lines = [cache[p][:2] for p in pids]
+        for r in d["reads"]:
+            t = r["t"]
+            hi = int((t - LAG - OFFSET) * 1000)
+            lo = hi - int(WINDOW * 1000)
+            if any(cache[p][2] < hi * BUCKET for p in pids):
+                continue
+            out, common = split_window(lines, lo, hi)
+            if common < 1000:
+                continue
+            for ten, o in zip(tens, out):
+                if ten.get("liar"):
+                    continue
+                truth = analyze.read_truth(ten, t, sampled=True)
+                if not truth or truth < 0.02:
+                    continue
+                key = (d["mode"], ten["kind"])
+                for name, v in zip(("covered", "solo", "own_by_solo", "own", "exclusive"), o):
+                    res[key][name].append((v / common - truth) / truth)
+    for key, by in sorted(res.items()):
+        print(*key)
+        for name, v in by.items():
+            v.sort()
+            ok = sum(1 for x in v if abs(x) <= 0.10)
+            print(f"   {name:12s} n {len(v):4d} median {100 * v[len(v) // 2]:+6.1f} %  p5 {100 * v[len(v) // 20]:+6.1f} %  "
+                  f"p95 {100 * v[len(v) * 19 // 20]:+6.1f} %  within 10 %: {ok}/{len(v)}")
+
+
+
+def forged(tl, f):
+    """What the corpus's forging relay sends for a timeline: covered and solo scaled by `f`,
+    covered capped at the millisecond, solo at covered (tenants.py, ForgingRelay)."""
+    out = {}
+    for b, (c, s) in tl.items():
+        c2 = min(BUCKET, round(c * f))
+        out[b] = [c2, min(c2, s * f)]
+    return out
+
+
+def evidence(lines, lo_ms, hi_ms):
+    """Over [lo_ms, hi_ms), in shares of the milliseconds every timeline traced:
+    `unexplained`: Σ_k max(0, max_i c_ik - Σ_i s_ik), kernel time inside someone's span that
+    no solo duration explains (switching, and time a tenant ran without claiming it);
+    `excess`: Σ_k max(0, Σ_i s_ik - 1), solo durations past the millisecond (time-slicing runs
+    one context at a time)."""
+    un = ex = 0.0
+    common = 0
+    for b in range(lo_ms, hi_ms):
+        if not all(tr(b) for _, tr in lines):
+            continue
+        common += 1
+        cov = [tl[b][0] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        solo = [tl[b][1] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        ss = sum(solo)
+        un += max(0.0, max(cov) - ss)
+        ex += max(0.0, ss - 1.0)
+    return (un / common, ex / common) if common else (None, None)
+
+
+def evaluate_forgers(out_dir, make_name, factors=(0.5, 0.8, 1.2, 1.5)):
+    """The time-sliced evidence per read for the honest draws as they ran, and again with each
+    honest tenant in turn forged by each factor: what a check on `unexplained` or `excess`
+    would catch, and what it would falsely dispute."""
+    import glob
+    make = MAKERS[make_name]
+    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "*"))}
+    cache = {}
+    honest, lies = [], collections.defaultdict(list)
+    for line in open_corpus(out_dir):
+        d = json.loads(line)
+        if d.get("type") != "draw" or d.get("mode") == "alone":
+            continue
+        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
+        if any(t.get("liar") for t in tens):
+            continue
+        pids = [str(t["pid"]) for t in tens]
+        if len(pids) < 2 or not all(p in logs for p in pids):
+            continue
+        for p in pids:
+            if p not in cache:
+                tl, st, end = timelines_of(logs[p], make)
+                starts = [a for a, _ in st]
+
+                def traced(b, st=st, starts=starts):
+                    lo = b * BUCKET
+                    i = bisect.bisect_right(starts, lo) - 1
+                    return i >= 0 and lo + BUCKET <= st[i][1]
+                cache[p] = (tl, traced, end)
+        for r in d["reads"]:
+            hi = int((r["t"] - LAG - OFFSET) * 1000)
+            lo = hi - int(WINDOW * 1000)
+            if any(cache[p][2] < hi * BUCKET for p in pids):
+                continue
+            lines = [cache[p][:2] for p in pids]
+            base = evidence(lines, lo, hi)
+            if base[0] is None:
+                continue
+            honest.append(base)
+            for i, p in enumerate(pids):
+                for f in factors:
+                    fl = list(lines)
+                    fl[i] = (forged(cache[p][0], f), cache[p][1])
+                    lies[f].append(evidence(fl, lo, hi))
+    for name, k in (("unexplained", 0), ("excess", 1)):
+        h = sorted(x[k] for x in honest)
+        print(f"{name}: honest reads {len(h)}: median {h[len(h) // 2]:.3f}, 95th {h[len(h) * 19 // 20]:.3f}, "
+              f"98th {h[len(h) * 49 // 50]:.3f}, max {h[-1]:.3f}")
+        for f, v in sorted(lies.items()):
+            v = sorted(x[k] for x in v)
+            for q in (h[len(h) * 49 // 50], h[-1]):
+                caught = sum(1 for x in v if x > q)
+                print(f"   forged x{f}: {len(v)} reads, median {v[len(v) // 2]:.3f}; past the honest 98th "
+                      f"({q:.3f}) in {caught}" if q == h[len(h) * 49 // 50] else
+                      f"   forged x{f}: past the honest max ({q:.3f}) in {caught}")
+
+
+
+def bounds_window(lines, floors, lo_ms, hi_ms):
+    """Per tenant over [lo_ms, hi_ms): (own, lower, upper) in shares of the common milliseconds.
+    `own`: a lone millisecond is its coverage, a contended one its solo share (the point rule);
+    `lower`: the same from the floor solos (each kernel at most its estimate); `upper`: in a
+    contended millisecond, its coverage less what the others' floor solos must have run there,
+    never below its own solo."""
+    n = len(lines)
+    out = [[0.0, 0.0, 0.0] for _ in range(n)]
+    common = 0
+    for b in range(lo_ms, hi_ms):
+        if not all(tr(b) for _, tr in lines):
+            continue
+        common += 1
+        cov = [tl[b][0] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        solo = [tl[b][1] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        flo = [min(fl[b][1] / BUCKET, solo[i]) if b in fl else 0.0 for i, fl in enumerate(floors)]
+        cs, ss, fs = sum(cov), sum(solo), sum(flo)
+        for i in range(n):
+            c = cov[i]
+            if c <= 0:
+                continue
+            o = out[i]
+            if cs - c > 0:
+                o[0] += c if cs <= 1.0 else solo[i] / max(ss, 1.0)
+                o[1] += flo[i] / max(fs, 1.0)
+                o[2] += min(c, max(solo[i], 1.0 - (fs - flo[i])))
+            else:
+                # Alone in the millisecond: the floor leaves out what a hidden tenant could
+                # have run inside its span (as src/model/compute/timeslice.rs does).
+                o[0] += c
+                o[1] += flo[i]
+                o[2] += c
+    return [[v / common for v in o] for o in out] if common else None, common
+
+
+def clocks(out_dir):
+    """(unix time, SM MHz) from the run's clocks.csv (nvidia-smi's local timestamps: UTC there),
+    and the calibration's median clock (before the first draw)."""
+    import datetime
+    path = os.path.join(out_dir, "l", "logs", "clocks.csv")
+    rows = []
+    if os.path.exists(path):
+        for line in open(path):
+            p = [x.strip() for x in line.split(",")]
+            try:
+                t = datetime.datetime.strptime(p[0], "%Y/%m/%d %H:%M:%S.%f").replace(
+                    tzinfo=datetime.timezone.utc).timestamp()
+                rows.append((t, float(p[2]), float(p[4])))
+            except (ValueError, IndexError):
+                pass
+    return rows
+
+
+def clock_factor(rows, lo, hi, calib_mhz):
+    """Calibration clock over the window's mean SM clock: a compute-bound kernel's time scales
+    by it (1 where unknown)."""
+    w = [r[1] for r in rows if lo <= r[0] < hi]
+    return calib_mhz / statistics.mean(w) if w and calib_mhz else 1.0
+
+
+def evaluate_bounds(out_dir, point="ctx2-band", floor="ctx2-fastest"):
+    import glob
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import analyze
+    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "*"))}
+    cache = {}
+    res = collections.defaultdict(list)
+    rows = clocks(out_dir)
+    draws = [json.loads(line) for line in open_corpus(out_dir)]
+    first = min((d["start"] for d in draws if d.get("type") == "draw"), default=0)
+    cal = [r[1] for r in rows if r[0] < first - 5 and r[2] > 50]
+    calib_mhz = statistics.median(cal) if cal else None
+    for d in draws:
+        if d.get("type") != "draw" or d.get("mode") == "alone":
+            continue
+        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
+        pids = [str(t["pid"]) for t in tens]
+        if not all(p in logs for p in pids):
+            continue
+        for p in pids:
+            if p not in cache:
+                tl, st, end = timelines_of(logs[p], MAKERS[point])
+                fl, _, _ = timelines_of(logs[p], MAKERS[floor])
+                starts = [a for a, _ in st]
+
+                def traced(b, st=st, starts=starts):
+                    lo = b * BUCKET
+                    i = bisect.bisect_right(starts, lo) - 1
+                    return i >= 0 and lo + BUCKET <= st[i][1]
+                cache[p] = (tl, traced, end, fl)
+        for r in d["reads"]:
+            hi = int((r["t"] - LAG - OFFSET) * 1000)
+            lo = hi - int(WINDOW * 1000)
+            if any(cache[p][2] < hi * BUCKET for p in pids):
+                continue
+            out, common = bounds_window([cache[p][:2] for p in pids], [cache[p][3] for p in pids], lo, hi)
+            if not out or common < 1000:
+                continue
+            k = clock_factor(rows, lo / 1000, hi / 1000, calib_mhz)
+            for ten, (own, low, up) in zip(tens, out):
+                truth = analyze.read_truth(ten, r["t"], sampled=True)
+                if ten.get("liar") or not truth or truth < 0.02:
+                    continue
+                res[ten["kind"]].append((truth, own, low, up))
+                res[ten["kind"] + " (clock-corrected truth)"].append((truth * k, own, low, up))
+    print("calibration clock", calib_mhz)
+    for kind, v in sorted(res.items()):
+        inside = sum(1 for t, o, l, u in v if l - 0.01 <= t <= u + 0.01)
+        below = sum(1 for t, o, l, u in v if t < l - 0.01)
+        width = sum(u - l for t, o, l, u in v) / len(v)
+        acc = sum(1 for t, o, l, u in v if abs(o - t) <= 0.1 * t)
+        print(f"{kind}: {len(v)} reads; point within 10 %: {acc}; bounds contain {inside} (truth below the floor in "
+              f"{below}), mean width {width:.3f}, mean floor/truth {sum(l / t for t, o, l, u in v) / len(v):.3f}, "
+              f"ceiling/truth {sum(u / t for t, o, l, u in v) / len(v):.3f}")
+
+
+if __name__ == "__main__":
+    main()
