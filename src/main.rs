@@ -1,5 +1,6 @@
 use std::process::ExitCode;
 
+use tessera::app::Simulation;
 use tessera::config::{Cli, Command, Settings};
 use tessera::source::nvml::isolate;
 
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
             }
         };
     }
+    let demo = demo();
     let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(c) => c,
         Err(e) => {
@@ -76,11 +78,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match tessera::app::run(settings) {
+    match tessera::app::run(settings, demo) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tessera: {e}");
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// The demo node, when this build carries it (feature `demo`; release images leave it out): its
+/// flags join the command line, so it is called before parsing.
+#[cfg(feature = "demo")]
+fn demo() -> Option<Simulation> {
+    Some(tessera_demo::carry())
+}
+
+#[cfg(not(feature = "demo"))]
+fn demo() -> Option<Simulation> {
+    None
 }
