@@ -1,6 +1,5 @@
 use std::process::ExitCode;
 
-use tessera::app::Simulation;
 use tessera::config::{Cli, Command, Settings};
 use tessera::source::nvml::isolate;
 
@@ -25,7 +24,12 @@ fn main() -> ExitCode {
             }
         };
     }
-    let demo = demo();
+    // The demo node, when this build carries it (feature `demo`; release images leave it out):
+    // its flags join the command line, so it comes before parsing.
+    #[cfg(feature = "demo")]
+    let demo = Some(tessera_demo::carry());
+    #[cfg(not(feature = "demo"))]
+    let demo: Option<tessera::app::Simulation> = None;
     let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(c) => c,
         Err(e) => {
@@ -85,16 +89,4 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
-}
-
-/// The demo node, when this build carries it (feature `demo`; release images leave it out): its
-/// flags join the command line, so it is called before parsing.
-#[cfg(feature = "demo")]
-fn demo() -> Option<Simulation> {
-    Some(tessera_demo::carry())
-}
-
-#[cfg(not(feature = "demo"))]
-fn demo() -> Option<Simulation> {
-    None
 }
