@@ -22,9 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use tessera::demo::cluster::{self, ContainerPlan, PodPlan};
-use tessera::fakes::apiserver::{FakeApiServer, FakeCluster};
-use tessera::fakes::kubelet::FakeKubelet;
+use tessera_demo::cluster::{self, ContainerPlan, PodPlan};
+use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
+use tessera_demo::fakes::kubelet::FakeKubelet;
 
 const NODE: &str = "dense-node-01";
 const MIG_PER_GPU: usize = 7;
@@ -232,7 +232,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let scenario_path = dir.path().join("scenario.yaml");
     std::fs::write(&scenario_path, &scenario_text)?;
     let procfs = dir.path().join("proc");
-    tessera::demo::write_procfs(&scenario_text, &procfs)?;
+    tessera_demo::write_procfs(&scenario_text, &procfs)?;
     cluster::write_cgroups(&l.pods, &procfs)?;
 
     let instances = l.gpus * MIG_PER_GPU;
@@ -268,7 +268,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         ..Default::default()
     })
     .await?;
-    let kubeconfig = tessera::demo::cluster::write_kubeconfig(dir.path(), &api.url())?;
+    let kubeconfig = tessera_demo::cluster::write_kubeconfig(dir.path(), &api.url())?;
 
     let mut child = Command::new(&args.tessera)
         .arg(format!("--nvml.library={}", library.display()))

@@ -16,9 +16,9 @@
 
 use std::time::Duration;
 
-use tessera::demo::cluster::{self, PodPlan};
-use tessera::fakes::apiserver::{FakeApiServer, FakeCluster};
-use tessera::fakes::kubelet::FakeKubelet;
+use tessera_demo::cluster::{self, PodPlan};
+use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
+use tessera_demo::fakes::kubelet::FakeKubelet;
 
 /// The pods as the holding file says: `None` for a line it does not understand.
 fn plans(pods: &[String], uuid: &str, holding: &str) -> Option<Vec<PodPlan>> {

@@ -15,7 +15,7 @@
 # live scrapes that follow continue the same series (same function of time).
 #
 # 1. N processes of `tessera --demo --demo.fleet-node=i` (i = 0..N-1): 9 GPUs each, every node
-#    its own name, cluster (50 nodes a cluster) and mix of sharing modes and load (src/demo/fleet.rs);
+#    its own name, cluster (50 nodes a cluster) and mix of sharing modes and load (crates/demo/src/fleet.rs);
 # 2. Prometheus scrapes them every --scrape seconds (target label `cluster`, as a Prometheus per
 #    cluster would carry it in external_labels) and remote-writes every scraped sample (not its
 #    rules' output) to vmagent, which writes it to VictoriaMetrics: both engines hold the same
@@ -185,7 +185,7 @@ for t in targets:
         replay = port.split(":")[1]
         clusters[f"fleet-{int(i) // 50}"].append(f"fleet-{int(i) // 50}-gpu-{int(i):05d}")
         continue
-    # The cluster a node belongs to, as src/demo/fleet.rs derives it (50 nodes a cluster).
+    # The cluster a node belongs to, as crates/demo/src/fleet.rs derives it (50 nodes a cluster).
     clusters[f"fleet-{int(i) // 50}"].append(f"127.0.0.1:{port}")
 print(f"global:\n  scrape_interval: {scrape}s\n  scrape_timeout: {min(int(scrape), 10)}s\n  evaluation_interval: {ev}s")
 print("rule_files:")

@@ -5,7 +5,7 @@
 #   scripts/image.sh --push docker://registry.example.com/tessera:0.1.0
 #   scripts/image.sh --run-fake-nvml       # then run it on 9 fake GPUs: http://127.0.0.1:9949/metrics
 #
-# The binary is built without the demo (`--no-default-features`: no src/demo, no src/fakes, no
+# The binary is built without the demo (`--no-default-features`: no crates/demo, no fakes, no
 # fake NVML); in the image `--demo` stops with exit code 2. The image holds that release binary,
 # exactly the shared libraries `ldd` lists for it (glibc, libgcc_s, libm, the loader), the CUDA
 # probe library, the CA roots (kube's client trusts them for a kubeconfig whose server has a

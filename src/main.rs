@@ -24,6 +24,12 @@ fn main() -> ExitCode {
             }
         };
     }
+    // The demo node, when this build carries it (feature `demo`; release images leave it out):
+    // its flags join the command line, so it comes before parsing.
+    #[cfg(feature = "demo")]
+    let demo = Some(tessera_demo::carry());
+    #[cfg(not(feature = "demo"))]
+    let demo: Option<tessera::app::Simulation> = None;
     let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(c) => c,
         Err(e) => {
@@ -76,7 +82,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match tessera::app::run(settings) {
+    match tessera::app::run(settings, demo) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tessera: {e}");

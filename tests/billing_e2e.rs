@@ -20,9 +20,9 @@ mod support;
 use std::process::Child;
 
 use support::{Clients, Exporter};
-use tessera::demo::cluster::{self, ContainerPlan, PodPlan};
-use tessera::fakes::apiserver::{FakeApiServer, FakeCluster};
-use tessera::fakes::kubelet::FakeKubelet;
+use tessera_demo::cluster::{self, ContainerPlan, PodPlan};
+use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
+use tessera_demo::fakes::kubelet::FakeKubelet;
 
 const NODE: &str = "test-node";
 

@@ -82,6 +82,23 @@ fn metrics_doc_is_current() {
     );
 }
 
+/// The page documents the default build, whose `--demo` flags a build without the demo hides.
+#[test]
+fn the_configuration_page_is_current() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tessera"))
+        .arg("--print-config-doc")
+        .env_remove("TESSERA_DEMO")
+        .output()
+        .unwrap();
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md");
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        generated == on_disk,
+        "docs/configuration.md is stale: run `cargo run -- --print-config-doc > docs/configuration.md`"
+    );
+}
+
 #[test]
 fn a_bad_environment_variable_or_file_value_names_its_source() {
     let (code, err) = tessera_env(

@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use support::Exporter;
-use tessera::demo::cluster::{self, PodPlan};
-use tessera::fakes::apiserver::{FakeApiServer, FakeCluster};
-use tessera::fakes::kubelet::FakeKubelet;
+use tessera_demo::cluster::{self, PodPlan};
+use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
+use tessera_demo::fakes::kubelet::FakeKubelet;
 
 const NODE: &str = "test-node";
 const GPU: [&str; 3] = [

@@ -1,12 +1,19 @@
-//! `src/model`, `src/web` and `crates/fake-nvml` read bottom-up: no two of their files import
-//! each other, directly or around a circle. Plain types shared by several layers live in a file
-//! below all of them (`holding`, `dra_claim`, `figures`, `view`; `web/settings`). `src/model`
-//! reads in wings, folders in the order of its module doc: a file imports from its own wing and
-//! those below it only. The crate's own modules read in layers the same way (`CRATE_LAYERS`).
-//! A new import that closes a circle or runs back up a wing or a layer fails here, naming it.
+//! The exporter (crates/exporter, crate `tessera`; `src/…` below is its `src`): `src/model`,
+//! `src/web` and `crates/fake-nvml` read bottom-up: no two of their files import each other,
+//! directly or around a circle. Plain types shared by several layers live in a file below all of
+//! them (`holding`, `dra_claim`, `figures`, `view`; `web/settings`). `src/model` reads in wings,
+//! folders in the order of its module doc: a file imports from its own wing and those below it
+//! only. The crate's own modules read in layers the same way (`CRATE_LAYERS`). A new import that
+//! closes a circle or runs back up a wing or a layer fails here, naming it. The exporter holds
+//! no test double: the demo and the fakes are crates/demo, which the exporter never names.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The exporter library's sources.
+fn lib_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/exporter/src")
+}
 
 /// Each non-test file of `dir` and the sibling files its code names (`super::x`, or `x` after
 /// `prefix`: `crate::<m>::` for a module, `crate::` for a crate's root).
@@ -81,7 +88,7 @@ fn circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
 
 #[test]
 fn web_has_no_import_circle() {
-    let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/web");
+    let web = lib_src().join("web");
     let graph = imports(&web, "crate::web::");
     assert!(graph.len() > 3, "web: read {} files", graph.len());
     if let Some(c) = circle(&graph) {
@@ -193,7 +200,7 @@ fn assert_layered(
 
 #[test]
 fn model_reads_in_wings() {
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model");
+    let model = lib_src().join("model");
     let files = model_files(&model);
     assert!(files.len() > 20, "model: read {} files", files.len());
     let names: BTreeSet<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
@@ -206,8 +213,8 @@ fn model_reads_in_wings() {
 }
 
 /// The library's top-level modules, bottom-up: a module imports (`crate::x`) from its own layer
-/// and those below only, and a layer has no circle. src/main.rs, the binary, stands above them
-/// all. docs/design.md ("Adding a setting or a source") counts a flag's path against these.
+/// and those below only, and a layer has no circle. src/main.rs, the binary (and crates/demo,
+/// which it links with the `demo` feature), stands above them all. docs/design.md ("Adding a setting or a source") counts a flag's path against these.
 const CRATE_LAYERS: [(&str, &[&str]); 5] = [
     // Values and decisions: flag text into typed values; the pure model.
     ("base", &["options", "model"]),
@@ -215,11 +222,8 @@ const CRATE_LAYERS: [(&str, &[&str]); 5] = [
     ("components", &["source", "metrics", "web", "log"]),
     // The one writer: reads the sources, joins, encodes, publishes.
     ("sampler", &["sampler"]),
-    // What runs beside it: the scrape routes, the demo and its fakes, the subcommands.
-    (
-        "services",
-        &["server", "demo", "fakes", "install", "advise"],
-    ),
+    // What runs beside it: the scrape routes, the subcommands.
+    ("services", &["server", "install", "advise"]),
     // The assembly: every component's flags gathered and resolved into `Settings` (config),
     // and the exporter built from them (app).
     ("assembly", &["config", "app"]),
@@ -273,7 +277,7 @@ fn module_code(src: &Path, name: &str) -> String {
 
 #[test]
 fn the_crate_reads_in_layers() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let src = lib_src();
     let layer_of: BTreeMap<&str, usize> = CRATE_LAYERS
         .iter()
         .enumerate()
@@ -314,6 +318,78 @@ fn the_crate_reads_in_layers() {
         "a layer of the crate",
         &layers,
         &modules,
+    );
+}
+
+/// Why `lib` (a crate's `src`, with its manifest beside it) holds a test double: a demo or fake
+/// module, a `demo` feature, or fake-nvml as a dependency.
+fn test_doubles_in(src: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for name in ["demo", "fakes"] {
+        for path in [src.join(name), src.join(format!("{name}.rs"))] {
+            if path.exists() {
+                found.push(format!("{} exists", path.display()));
+            }
+        }
+    }
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    for line in lib.lines().map(str::trim) {
+        let item = line.strip_prefix("pub ").unwrap_or(line);
+        if item.starts_with("mod demo") || item.starts_with("mod fakes") {
+            found.push(format!("lib.rs declares `{line}`"));
+        }
+    }
+    let manifest = std::fs::read_to_string(src.join("../Cargo.toml")).unwrap();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with("demo =") || line.starts_with("fake-nvml") {
+            found.push(format!("Cargo.toml has `{line}`"));
+        }
+    }
+    found
+}
+
+/// Release images build the binary without the demo; the exporter itself must not carry it
+/// either, so that no build of the library can serve fake data (crates/demo holds it).
+#[test]
+fn the_exporter_holds_no_demo_or_fake() {
+    let found = test_doubles_in(&lib_src());
+    assert!(
+        found.is_empty(),
+        "the exporter holds test doubles: {found:?}"
+    );
+}
+
+/// Every `.rs` file under `dir`, tests and comments included, that names the demo crate.
+fn files_naming_the_demo(dir: &Path) -> Vec<String> {
+    let mut naming = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if text.contains("tessera_demo") || text.contains("tessera-demo") {
+                    naming.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    naming
+}
+
+/// The demo depends on the exporter, never the other way: no product module (tests included)
+/// imports it, and the manifest does not name it.
+#[test]
+fn no_product_module_imports_the_demo() {
+    let src = lib_src();
+    let naming = files_naming_the_demo(&src);
+    assert!(naming.is_empty(), "the exporter names the demo: {naming:?}");
+    let manifest = std::fs::read_to_string(src.join("../Cargo.toml")).unwrap();
+    assert!(
+        !manifest.contains("tessera-demo"),
+        "crates/exporter/Cargo.toml names the demo"
     );
 }
 
@@ -421,7 +497,7 @@ fn tree_imports(
 /// module and import no one another round a circle (issue 45).
 #[test]
 fn nvml_has_no_import_circle() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/source/nvml");
+    let dir = lib_src().join("source/nvml");
     let mut files = BTreeMap::new();
     tree_files(&dir, "", &mut files);
     assert!(files.len() > 12, "nvml: read {} files", files.len());

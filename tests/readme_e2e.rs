@@ -326,7 +326,12 @@ fn the_repository_map_names_every_folder() {
             missing.push(format!("{d}/"));
         }
     }
-    for (parent, prefix) in [("src", "src/"), ("crates", "crates/")] {
+    // The exporter's folders are named as the map lists them, under crates/exporter/: `src/…`.
+    for (parent, prefix) in [
+        ("src", "src/"),
+        ("crates/exporter/src", "src/"),
+        ("crates", "crates/"),
+    ] {
         for d in dirs(parent) {
             let name = format!("{prefix}{d}");
             if !map

@@ -133,7 +133,7 @@ def pod_of(m, prefix=""):
 
 
 def additive_fields(metrics_doc):
-    """The compat fields docs/metrics.md (generated from src/metrics/dcgm/fields.rs) calls additive."""
+    """The compat fields docs/metrics.md (generated from crates/exporter/src/metrics/dcgm/fields.rs) calls additive."""
     out = []
     for line in Path(metrics_doc).read_text().splitlines():
         m = re.match(r"^\| `(DCGM_FI_[A-Z0-9_]+)` \| [a-z]+ \| [^|]+ \| additive \|", line)

@@ -179,7 +179,7 @@ pub fn pod(ns: &str, name: &str, node: &str, labels: Value, owner: Option<(&str,
 
 /// A stable 64-hex container ID for a pod's container.
 pub fn container_id(ns: &str, pod: &str) -> String {
-    tessera::demo::cluster::PodPlan::single(ns, pod, "", &[], &[]).container_id("main")
+    tessera_demo::cluster::PodPlan::single(ns, pod, "", &[], &[]).container_id("main")
 }
 
 /// Marks a created pod Running with its container's ID, as the kubelet would.

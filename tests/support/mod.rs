@@ -85,7 +85,7 @@ pub struct Exporter {
     pub child: Child,
     pub port: u16,
     pub dir: tempfile::TempDir,
-    _cpu: tessera::demo::repeat::Repeating,
+    _cpu: tessera_demo::repeat::Repeating,
 }
 
 type ProcfsHook = Box<dyn FnOnce(&Path)>;
@@ -137,10 +137,10 @@ impl ExporterBuilder {
         self,
         dir: &Path,
         api_url: &str,
-        plans: Vec<tessera::demo::cluster::PodPlan>,
+        plans: Vec<tessera_demo::cluster::PodPlan>,
         kubelet_socket: &Path,
     ) -> Self {
-        use tessera::demo::cluster;
+        use tessera_demo::cluster;
         self.with_cluster()
             .env(
                 "KUBECONFIG",
@@ -173,8 +173,8 @@ impl ExporterBuilder {
         let dir = tempfile::tempdir().expect("tempdir");
         let procfs = dir.path().join("proc");
         let scenario_text = std::fs::read_to_string(&self.scenario).expect("scenario");
-        tessera::demo::write_procfs(&scenario_text, &procfs).expect("procfs from scenario");
-        let cpu = tessera::demo::cpu::start(&scenario_text, &procfs).expect("cpu ticker");
+        tessera_demo::write_procfs(&scenario_text, &procfs).expect("procfs from scenario");
+        let cpu = tessera_demo::cpu::start(&scenario_text, &procfs).expect("cpu ticker");
         for (pid, name) in &self.procfs {
             let d = procfs.join(pid.to_string());
             std::fs::create_dir_all(&d).expect("procfs");

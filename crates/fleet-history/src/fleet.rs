@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Nodes per simulated cluster, as `src/demo/fleet.rs` groups them.
+/// Nodes per simulated cluster, as `crates/demo/src/fleet.rs` groups them.
 pub const NODES_PER_CLUSTER: u64 = 50;
 
 #[derive(Debug, thiserror::Error)]

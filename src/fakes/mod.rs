@@ -1,2 +1,0 @@
-pub mod apiserver;
-pub mod kubelet;
