@@ -10,7 +10,7 @@ const INTRO: &str = "\
 # Configuration
 
 <!-- Generated from the flags' declarations: `cargo run -- --print-config-doc > docs/configuration.md`.
-     A test fails when this copy is stale; edit the flags' help or src/config/doc.rs instead. -->
+     A test fails when this copy is stale; edit the flags' help or crates/exporter/src/config/doc.rs instead. -->
 
 Every setting is a flag. Each flag also has a `TESSERA_*` environment variable (dots and dashes
 become `_`: `--sample.interval` is `TESSERA_SAMPLE_INTERVAL`) and a key in the YAML file given with

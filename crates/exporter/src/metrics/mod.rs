@@ -16,7 +16,7 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 pub fn markdown_reference() -> String {
     use std::fmt::Write;
     let mut out = String::from(
-        "# Metrics\n\nGenerated from `src/metrics/table.rs` by `cargo run -- --print-metrics-doc`; \
+        "# Metrics\n\nGenerated from `crates/exporter/src/metrics/table.rs` by `cargo run -- --print-metrics-doc`; \
          a test fails when this file is stale.\n\nCounters are exposed with the `_total` suffix.\n\n\
          Families marked *full* are served only with `--metrics.detail=full`: nothing tessera \
          ships reads them, and at fleet scale their series cost more than they tell \
