@@ -6,45 +6,14 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{fake_library, free_port, http_get};
+use support::{fake_library, free_port, http_get, parse_samples, KillOnDrop, Sample};
 
 const MIB: f64 = 1024.0 * 1024.0;
 /// The loop at a tenth of its time, plus a phase: every phase is seen at least once whole.
 const WATCH: Duration = Duration::from_secs(16);
-
-struct Demo(Child);
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One exposition line: family, labels, value.
-type Sample = (String, BTreeMap<String, String>, f64);
-
-fn parse(text: &str) -> Vec<Sample> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let value: f64 = value.parse().ok()?;
-            let (name, rest) = series.split_once('{').unwrap_or((series, "}"));
-            let mut labels = BTreeMap::new();
-            // Label values here hold no `",` (demo names), so a plain split is enough.
-            for kv in rest.trim_end_matches('}').split("\",") {
-                if let Some((k, v)) = kv.split_once("=\"") {
-                    labels.insert(k.to_owned(), v.trim_end_matches('"').to_owned());
-                }
-            }
-            Some((name.to_owned(), labels, value))
-        })
-        .collect()
-}
 
 /// A device: (GPU UUID, GPU instance id or "").
 type Key = (String, String);
@@ -141,7 +110,7 @@ fn every_snapshot_of_the_demo_loop_sums_to_the_device_on_every_gpu() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn tessera --demo");
-    let _demo = Demo(child);
+    let _demo = KillOnDrop(child);
 
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut started = None;
@@ -163,7 +132,7 @@ fn every_snapshot_of_the_demo_loop_sums_to_the_device_on_every_gpu() {
             }
             started = Some(Instant::now());
         }
-        let samples = parse(&body);
+        let samples = parse_samples(&body);
         // One snapshot per sample: the scrape after it repeats it.
         let stamp = samples
             .iter()

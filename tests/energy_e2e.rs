@@ -9,43 +9,12 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{fake_library, free_port, http_get};
+use support::{fake_library, free_port, http_get, parse_samples, KillOnDrop, Sample};
 
 const WATCH: Duration = Duration::from_secs(24);
-
-struct Demo(Child);
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// One exposition line: family, labels, value.
-type Sample = (String, BTreeMap<String, String>, f64);
-
-fn parse(text: &str) -> Vec<Sample> {
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let value: f64 = value.parse().ok()?;
-            let (name, rest) = series.split_once('{').unwrap_or((series, "}"));
-            let mut labels = BTreeMap::new();
-            // The demo's label values hold no `",`: a plain split is enough.
-            for kv in rest.trim_end_matches('}').split("\",") {
-                if let Some((k, v)) = kv.split_once("=\"") {
-                    labels.insert(k.to_owned(), v.trim_end_matches('"').to_owned());
-                }
-            }
-            Some((name.to_owned(), labels, value))
-        })
-        .collect()
-}
 
 /// One scrape, as the checks read it.
 struct Scrape {
@@ -103,7 +72,7 @@ fn every_gpu_s_energy_splits_exactly_and_idle_energy_is_only_idle_holders() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn tessera --demo");
-    let _demo = Demo(child);
+    let _demo = KillOnDrop(child);
 
     let deadline = Instant::now() + WATCH + Duration::from_secs(20);
     let mut seen = HashSet::new();
@@ -115,7 +84,7 @@ fn every_gpu_s_energy_splits_exactly_and_idle_energy_is_only_idle_holders() {
         let Ok((200, _, body)) = http_get(port, "/metrics") else {
             continue;
         };
-        let samples = parse(&body);
+        let samples = parse_samples(&body);
         most_series = most_series.max(samples.len());
         let stamp = samples
             .iter()

@@ -455,3 +455,36 @@ impl Drop for Clients {
         }
     }
 }
+
+/// A child process killed (and reaped) when the test lets go of it, pass or panic.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One exposition line: family, labels, value.
+pub type Sample = (String, std::collections::BTreeMap<String, String>, f64);
+
+/// Every sample of an exposition. Label values must hold no `",`: the demo's names do not, and
+/// a plain split keeps this readable where a real parser would not add a check.
+pub fn parse_samples(text: &str) -> Vec<Sample> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let value: f64 = value.parse().ok()?;
+            let (name, rest) = series.split_once('{').unwrap_or((series, "}"));
+            let mut labels = std::collections::BTreeMap::new();
+            for kv in rest.trim_end_matches('}').split("\",") {
+                if let Some((k, v)) = kv.split_once("=\"") {
+                    labels.insert(k.to_owned(), v.trim_end_matches('"').to_owned());
+                }
+            }
+            Some((name.to_owned(), labels, value))
+        })
+        .collect()
+}
