@@ -362,25 +362,30 @@ def compare(a, figures, check):
 def inputs_seen(a, engine, expr, recorded, labels, t):
     """Whether the engine other than ENGINE holds, over the expression's widest window before
     t, a recorded input series of EXPR that carries LABELS (those of them ENGINE's own input
-    series have). True also when that cannot be told (no recorded input, or one that shares no
-    label with the result): unexplained."""
+    series have). An input that shares no label with the result (a constant such as the kWh
+    price, `vector(0.15)`) tells nothing about which series are missing and is passed over; a
+    clean-clone CI run failed the energy chain's carbon and cost rules when it answered for
+    them. True also when nothing can be told (no recorded input, or none that shares a label
+    with the result): unexplained."""
     own, other = (a.prom, a.vm) if engine == "prometheus" else (a.vm, a.prom)
     window = max(widest_window(expr), 300)
     names = sorted(metric_names(expr) & recorded)
     if not names:
         return True
+    judged = False
     for n in names:
         held = get(own + "/api/v1/query", query=f"last_over_time({n}[{window}s])", time=t)["data"]["result"]
         keys = {k for s in held for k in s["metric"]} - {"__name__"}
         mine = [(k, v) for k, v in labels if k in keys]
         if not mine:
-            return True
+            continue
+        judged = True
         esc = [(k, v.replace("\\", "\\\\").replace('"', '\\"')) for k, v in mine]
         matchers = ",".join([f'__name__="{n}"'] + [f'{k}="{v}"' for k, v in esc])
         if get(other + "/api/v1/query", query=f"count(count_over_time({{{matchers}}}[{window}s]))",
                time=t)["data"]["result"]:
             return True
-    return False
+    return not judged
 
 
 def table(f):
