@@ -1,7 +1,14 @@
 use std::process::ExitCode;
 
-use tessera::config::{Cli, Command, Settings};
+use tessera::config::{Command, Settings};
 use tessera::source::nvml::isolate;
+
+mod demo_flags;
+
+use demo_flags::DemoArgs;
+
+/// The exporter's command line with the demo's flags (refused in a build without the demo).
+type Cli = tessera::config::Cli<DemoArgs>;
 
 fn main() -> ExitCode {
     // glibc gives every thread that allocates an arena of its own; neither the exporter nor its
@@ -24,12 +31,6 @@ fn main() -> ExitCode {
             }
         };
     }
-    // The demo node, when this build carries it (feature `demo`; release images leave it out):
-    // its flags join the command line, so it comes before parsing.
-    #[cfg(feature = "demo")]
-    let demo = Some(tessera_demo::carry());
-    #[cfg(not(feature = "demo"))]
-    let demo: Option<tessera::app::Simulation> = None;
     let cli = match Cli::parse_args(std::env::args_os()) {
         Ok(c) => c,
         Err(e) => {
@@ -70,10 +71,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if cli.print_config_doc {
-        print!("{}", tessera::config::markdown_reference());
+        print!("{}", tessera::config::markdown_reference::<DemoArgs>());
         return ExitCode::SUCCESS;
     }
-    let settings = match Settings::resolve(&cli) {
+    let (settings, demo) = match Settings::resolve_with(&cli) {
         Ok(s) => s,
         Err(errors) => {
             for e in errors {
@@ -82,7 +83,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match tessera::app::run(settings, demo) {
+    // The demo node, when this build carries it (feature `demo`; release images leave it out).
+    let demo = demo_flags::simulation(&demo);
+    match tessera::app::run(settings, demo, demo_flags::NO_GPU_HINT) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tessera: {e}");

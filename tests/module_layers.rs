@@ -321,10 +321,42 @@ fn the_crate_reads_in_layers() {
     );
 }
 
-/// Why `lib` (a crate's `src`, with its manifest beside it) holds a test double: a demo or fake
-/// module, a `demo` feature, or fake-nvml as a dependency.
-fn test_doubles_in(src: &Path) -> Vec<String> {
+/// Each line of code (comments left out, tests included) in a `.rs` file under `dir` that names
+/// a demo or fakes, in any case: a flag, a type, a field or a string.
+fn code_naming_doubles(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                // A comment, whole-line or trailing (` // `, so a URL's `//` stays code).
+                let code = match line.trim_start() {
+                    l if l.starts_with("//") => "",
+                    l => l.split_once(" // ").map_or(l, |(code, _)| code),
+                };
+                let lower = code.to_lowercase();
+                if lower.contains("demo") || lower.contains("fakes") {
+                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Why `lib` (a crate's `src`, with its manifest beside it) holds a test double: a demo or fake
+/// module, a `demo` feature, fake-nvml as a dependency, or a line of code naming a demo or fakes.
+fn test_doubles_in(src: &Path) -> Vec<String> {
+    let mut found = code_naming_doubles(src);
     for name in ["demo", "fakes"] {
         for path in [src.join(name), src.join(format!("{name}.rs"))] {
             if path.exists() {
@@ -357,6 +389,29 @@ fn the_exporter_holds_no_demo_or_fake() {
         found.is_empty(),
         "the exporter holds test doubles: {found:?}"
     );
+}
+
+/// A line of code naming the demo is found; one that only mentions it in a comment is not.
+#[test]
+fn code_naming_the_demo_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cli.rs");
+    std::fs::write(
+        &file,
+        "/// Serve the demo.\nlet x = 1; // the demo\nlet url = \"http://x\";\n",
+    )
+    .unwrap();
+    assert!(code_naming_doubles(dir.path()).is_empty());
+    for code in [
+        "pub demo: DemoArgs,",
+        "#[arg(long = \"Demo\")]",
+        "use crate::fakes::kubelet;",
+    ] {
+        std::fs::write(&file, format!("//! A module.\n{code}\n")).unwrap();
+        let found = code_naming_doubles(dir.path());
+        assert_eq!(found.len(), 1, "{code}: {found:?}");
+        assert!(found[0].ends_with(&format!(":2: {code}")), "{found:?}");
+    }
 }
 
 /// Every `.rs` file under `dir`, tests and comments included, that names the demo crate.

@@ -24,7 +24,7 @@ use serde::Deserialize;
 use crate::fakes::apiserver::{FakeApiServer, FakeCluster};
 use crate::fakes::kubelet::FakeKubelet;
 use tessera::model::GpuSample;
-pub use wiring::carry;
+pub use wiring::simulation;
 
 /// The demo scenario ships inside the binary so `--demo` works from any directory.
 pub const SCENARIO: &str = include_str!("../../fake-nvml/scenarios/demo.yaml");

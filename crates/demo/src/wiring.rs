@@ -1,27 +1,22 @@
-//! `--demo` as two steps of building the exporter (`tessera::app`): [`carry`]'s `prepare` turns
-//! the resolved settings into the demo node's (fake NVML library, procfs, kubelet socket) before
-//! anything reads them, and the node's `start` brings up the fake kubelet and API server the
+//! `--demo` as two steps of building the exporter (`tessera::app`): [`simulation`]'s `prepare`
+//! turns the resolved settings into the demo node's (fake NVML library, procfs, kubelet socket)
+//! before anything reads them, and the node's `start` brings up the fake kubelet and API server the
 //! sources then connect to.
 
 use futures::future::LocalBoxFuture;
 use tessera::app::{AppError, SimulatedNode, Simulation};
-use tessera::config::{carry_demo, DemoFleet, Settings};
+use tessera::config::Settings;
 use tessera::sampler::Feeds;
 use tessera::source::nvml::NvmlSource;
 use tessera::source::probe::ProbeBook;
 
-use crate::fleet::{parse_index, FleetNode};
 use crate::repeat::Repeating;
 use crate::{DemoNode, DemoServices};
 
-/// Offers the demo's flags to the exporter's command line (call before parsing) and returns the
-/// node for `tessera::app::run`.
-pub fn carry() -> Simulation {
-    carry_demo(DemoFleet {
-        parse_index,
-        node_name: |n| FleetNode::new(n).node_name(),
-    });
-    prepare
+/// The demo node for `tessera::app::run`; `fleet_node`: run as that node of a simulated fleet
+/// (`--demo.fleet-node`).
+pub fn simulation(fleet_node: Option<u32>) -> Simulation {
+    Box::new(move |settings| prepare(settings, fleet_node))
 }
 
 /// The demo node's files, its kubelet and API server once started, and its simulated probe
@@ -34,9 +29,12 @@ struct Running {
 
 /// `Settings → Settings`: the demo node's files replace the real node's paths. The scenario
 /// path goes into the environment here, before NVML loads and before any other thread starts.
-fn prepare(mut settings: Settings) -> Result<(Settings, Box<dyn SimulatedNode>), AppError> {
-    let node = crate::prepare(settings.nvml.library.as_deref(), settings.demo.fleet_node)
-        .map_err(AppError::failed)?;
+fn prepare(
+    mut settings: Settings,
+    fleet_node: Option<u32>,
+) -> Result<(Settings, Box<dyn SimulatedNode>), AppError> {
+    let node =
+        crate::prepare(settings.nvml.library.as_deref(), fleet_node).map_err(AppError::failed)?;
     std::env::set_var(crate::SCENARIO_ENV, &node.scenario);
     tracing::warn!("serving the built-in DEMO node: every figure is simulated");
     settings.nvml.library = Some(node.library.clone());

@@ -1,5 +1,5 @@
-//! The running exporter, built from resolved [`Settings`]: the simulated node (`--demo`, when
-//! the binary carries one), the NVML source, the asynchronous sources, the sampler thread and
+//! The running exporter, built from resolved [`Settings`]: the simulated node (when the binary
+//! hands one over), the NVML source, the asynchronous sources, the sampler thread and
 //! the servers. `main` only parses and hands over; every failure comes back as an [`AppError`]
 //! with its exit code.
 
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use futures::future::LocalBoxFuture;
 use tokio::net::TcpListener;
 
-use crate::config::{Settings, NO_DEMO};
+use crate::config::Settings;
 use crate::model::device_id::ResourceMatcher;
 use crate::sampler::{Feeds, Sampler, SamplerConfig};
 use crate::server::{router, AppState};
@@ -52,11 +52,11 @@ impl From<WebConfigError> for AppError {
 
 type LoadedWeb = Option<(PathBuf, WebConfig)>;
 
-/// A simulated node (`--demo`) the exporter serves instead of the real one. It lives outside the
-/// exporter (crates/demo); a binary that carries it hands it to [`run`]. `Settings → Settings`:
-/// the node's files replace the real node's paths. Called before NVML loads and before any other
-/// thread starts.
-pub type Simulation = fn(Settings) -> Result<(Settings, Box<dyn SimulatedNode>), AppError>;
+/// A simulated node the exporter serves instead of the real one. It lives outside the exporter;
+/// a binary that carries one hands it to [`run`]. `Settings → Settings`: the node's files replace
+/// the real node's paths. Called before NVML loads and before any other thread starts.
+pub type Simulation =
+    Box<dyn FnOnce(Settings) -> Result<(Settings, Box<dyn SimulatedNode>), AppError>>;
 
 /// The simulated node, alive (its files, fake servers and probe clients) until [`stop`](Self::stop).
 pub trait SimulatedNode {
@@ -74,34 +74,39 @@ pub trait SimulatedNode {
 }
 
 /// Builds the exporter from `settings` and serves until SIGINT or SIGTERM; `simulation`: the
-/// simulated node, when the binary carries one.
-pub fn run(settings: Settings, simulation: Option<Simulation>) -> Result<(), AppError> {
+/// simulated node to serve, if any; `no_gpu_hint`: where a machine without a GPU library may
+/// turn instead, said after "NVML library not found (…); ".
+pub fn run(
+    settings: Settings,
+    simulation: Option<Simulation>,
+    no_gpu_hint: Option<&str>,
+) -> Result<(), AppError> {
     crate::log::init(&settings.log);
     // Read before the runtime starts (blocking I/O); a bad file stops startup like a bad flag.
     let web = match &settings.web.config_file {
         Some(path) => Some((path.clone(), crate::web::load(path)?)),
         None => None,
     };
-    let (settings, node) = match (settings.demo.enabled, simulation) {
-        (false, _) => (settings, None),
-        (true, Some(prepare)) => {
+    let (settings, node) = match simulation {
+        None => (settings, None),
+        Some(prepare) => {
             let (settings, node) = prepare(settings)?;
             (settings, Some(node))
         }
-        // `Settings` built by hand (not resolved from flags) may still ask for it.
-        (true, None) => return Err(AppError::Config(format!("--demo: {NO_DEMO}"))),
     };
-    let source = match NvmlSource::open(settings.nvml.clone(), &settings.log) {
-        Ok(source) => Some(source),
-        // Where the simulated node is at hand, a machine without a GPU is pointed to it.
-        Err(NvmlOpenError::NotFound { detail }) if simulation.is_some() => {
+    let source = match (
+        NvmlSource::open(settings.nvml.clone(), &settings.log),
+        no_gpu_hint,
+    ) {
+        (Ok(source), _) => Some(source),
+        (Err(NvmlOpenError::NotFound { detail }), Some(hint)) => {
             return Err(AppError::Failed(format!(
-                "NVML library not found ({detail}); on a machine without a GPU try `tessera --demo`"
+                "NVML library not found ({detail}); {hint}"
             )))
         }
-        Err(e @ NvmlOpenError::NotFound { .. }) => return Err(AppError::failed(e)),
+        (Err(e @ NvmlOpenError::NotFound { .. }), None) => return Err(AppError::failed(e)),
         // The driver may still be loading: the sampler retries and /readyz stays false.
-        Err(e) => {
+        (Err(e), _) => {
             tracing::warn!(error = %e, "NVML not ready at start");
             None
         }

@@ -1,5 +1,5 @@
 //! The asynchronous sources the sampler reads each cycle: pod-resources, the API server and
-//! the CUDA probe's socket, real or (with `--demo`) the demo's fakes.
+//! the CUDA probe's socket, real or a simulated node's.
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -56,7 +56,7 @@ type KubeFeed = (
     watch::Receiver<SourceState<kube::ClusterView>>,
 );
 
-/// `api_url`: the demo's API server; otherwise in-cluster config or kubeconfig. Without an
+/// `api_url`: a simulated node's API server; otherwise in-cluster config or kubeconfig. Without an
 /// API server, pods are named from pod-resources alone.
 async fn start_kube(
     options: &KubeOptions,

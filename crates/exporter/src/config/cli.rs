@@ -7,20 +7,24 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 
+use crate::options::Resolver;
+
 /// Values are taken as text and validated together, so one run reports every mistake. Each
 /// component declares its own flags beside the code that uses them; they are gathered here.
+/// `X`: flags of the binary's own ([`BinaryFlags`]), none by default.
 #[derive(Debug, Default, Parser)]
 #[command(
     name = "tessera",
     version,
     about = "GPU node exporter for shared GPUs: per-pod attribution and sharing-mode labels"
 )]
-pub struct Cli {
+pub struct Cli<X: BinaryFlags = NoFlags> {
     /// YAML file with any of the settings below, keyed by flag name (e.g. `sample.interval: 2s`).
     #[arg(long = "config.file", env = "TESSERA_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
+    /// The binary's own flags, listed right after `--config.file`.
     #[command(flatten)]
-    pub demo: super::DemoArgs,
+    pub binary: X,
     /// Print docs/metrics.md (generated from the metric table) and exit.
     #[arg(long = "print-metrics-doc", hide = true)]
     pub print_metrics_doc: bool,
@@ -47,6 +51,47 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+/// Flags a binary adds to the exporter's command line (e.g. a simulated node to serve): listed
+/// right after `--config.file`, resolved first, with the same [`Resolver`], so their mistakes are
+/// reported with the rest and a config file's keys are checked against them too.
+pub trait BinaryFlags: clap::Args + Default + std::fmt::Debug {
+    /// What the flags resolve to; the binary keeps it.
+    type Options;
+    /// Resolves the flags; also returns the exporter's defaults they change.
+    fn resolve(&self, r: &mut Resolver) -> (Self::Options, Defaults);
+    /// The whole command line, to change once built: e.g. the help of a flag whose default
+    /// these flags change.
+    fn finish(command: clap::Command) -> clap::Command {
+        command
+    }
+    /// Sentences docs/configuration.md adds after "Flags win over the environment, which wins
+    /// over the file.", each line ending in `\n`: e.g. a flag that is no key of the file.
+    const DOC_PRECEDENCE: &'static str = "";
+    /// The environment variable docs/configuration.md sets to `1` to show a boolean's spellings.
+    const DOC_BOOL_EXAMPLE: &'static str = "TESSERA_WEB_ENABLE_DEBUG";
+}
+
+/// No flags beside the exporter's.
+#[derive(Debug, Default, Clone, Copy, clap::Args)]
+pub struct NoFlags {}
+
+impl BinaryFlags for NoFlags {
+    type Options = ();
+    fn resolve(&self, _: &mut Resolver) -> ((), Defaults) {
+        ((), Defaults::default())
+    }
+}
+
+/// Exporter defaults a binary's flags change; each still gives way to its flag, environment
+/// variable or file key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Defaults {
+    /// `--kube.dra` on unless told otherwise.
+    pub kube_dra: bool,
+    /// `--kube.node-name`'s default, in place of $NODE_NAME or the hostname.
+    pub node_name: Option<String>,
+}
+
 /// Subcommands beside the exporter itself.
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
@@ -59,7 +104,7 @@ pub enum Command {
     },
 }
 
-/// clap's "a similar argument exists" may name a hidden flag (`--no-demo` for `--dem`); a
+/// clap's "a similar argument exists" may name a hidden flag (`--no-kube.dra` for `--no-kube.dr`); a
 /// newcomer then types a spelling the help never showed. Such an error is rebuilt without the
 /// tip; every other error passes through unchanged.
 fn without_hidden_suggestion(e: clap::Error, command: &clap::Command) -> clap::Error {
@@ -93,20 +138,25 @@ fn without_hidden_suggestion(e: clap::Error, command: &clap::Command) -> clap::E
     out
 }
 
-impl Cli {
+impl<X: BinaryFlags> Cli<X> {
+    /// The command line `--help` shows: every flag, as the binary's flags finish it.
+    pub fn full_command() -> clap::Command {
+        X::finish(Self::command())
+    }
+
     /// Parses `args` (and the `TESSERA_*` environment) and records which values came from the
     /// environment; `try_parse_from` works too but reports every value as a flag.
-    pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    pub fn parse_args<I, T>(args: I) -> Result<Self, clap::Error>
     where
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let command = Cli::command();
+        let command = Self::full_command();
         let matches = command
             .clone()
             .try_get_matches_from(args)
             .map_err(|e| without_hidden_suggestion(e, &command))?;
-        let mut cli = Cli::from_arg_matches(&matches)?;
+        let mut cli = Self::from_arg_matches(&matches)?;
         for arg in command.get_arguments() {
             let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
                 continue;

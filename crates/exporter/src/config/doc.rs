@@ -2,9 +2,7 @@
 //! environment mirror, the default its help names and the help itself. The prose around the
 //! table is kept here; `tessera --print-config-doc` prints the page.
 
-use clap::CommandFactory;
-
-use super::Cli;
+use super::{BinaryFlags, Cli};
 
 const INTRO: &str = "\
 # Configuration
@@ -15,14 +13,17 @@ const INTRO: &str = "\
 Every setting is a flag. Each flag also has a `TESSERA_*` environment variable (dots and dashes
 become `_`: `--sample.interval` is `TESSERA_SAMPLE_INTERVAL`) and a key in the YAML file given with
 `--config.file` (`sample.interval: 2s`). Flags win over the environment, which wins over the file.
-`--demo` is the exception: a flag or an environment variable, never a key of the file. The demo
-is a cargo feature (`demo`, on by default); release images are built without it, and there
-`--demo` stops with exit code 2.
+";
 
+/// After the binary's [`BinaryFlags::DOC_PRECEDENCE`].
+const INTRO_REST: &str = "
 Every invalid value is reported on its own line, naming where it was set (the flag, the variable,
 or the file and key), and tessera exits with code 2. Boolean flags are on when given alone
 (`--web.enable-debug`) and off with `=false`; `true/false`, `1/0`, `yes/no` and `on/off` are
-accepted everywhere (`TESSERA_DEMO=1`).
+accepted everywhere (`";
+
+/// After the binary's [`BinaryFlags::DOC_BOOL_EXAMPLE`].
+const INTRO_END: &str = "=1`).
 
 `tessera --help` prints the same list. With Helm, pass flags through `extraArgs`; the chart sets
 the ones its values cover (port, socket path, DRA, dcgm-compat, detail).
@@ -55,10 +56,15 @@ the `DCGM_FI_*` families alone.
 | `tessera install-probe DIR` | copy the CUDA probe library shipped beside the binary into DIR ([cuda-probe.md](cuda-probe.md)) |
 ";
 
-/// The page, one table row per visible flag in the order `--help` lists them.
-pub fn markdown_reference() -> String {
+/// The page, one table row per visible flag in the order `--help` lists them; `X`: the flags
+/// of the binary that prints it.
+pub fn markdown_reference<X: BinaryFlags>() -> String {
     let mut out = String::from(INTRO);
-    for arg in Cli::command().get_arguments() {
+    out.push_str(X::DOC_PRECEDENCE);
+    out.push_str(INTRO_REST);
+    out.push_str(X::DOC_BOOL_EXAMPLE);
+    out.push_str(INTRO_END);
+    for arg in Cli::<X>::full_command().get_arguments() {
         let (Some(long), false) = (arg.get_long(), arg.is_hide_set()) else {
             continue;
         };

@@ -1,6 +1,6 @@
 #[test]
 fn the_example_config_file_is_valid() {
-    let example = super::INTRO
+    let example = super::INTRO_END
         .split_once("```yaml\n")
         .and_then(|(_, rest)| rest.split_once("```"))
         .map(|(yaml, _)| yaml)
@@ -8,7 +8,8 @@ fn the_example_config_file_is_valid() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tessera.yaml");
     std::fs::write(&path, example).unwrap();
-    let cli = super::Cli::parse_args(["tessera", "--config.file", path.to_str().unwrap()]).unwrap();
+    let cli: super::Cli =
+        super::Cli::parse_args(["tessera", "--config.file", path.to_str().unwrap()]).unwrap();
     let s = super::super::Settings::resolve(&cli).unwrap();
     assert_eq!(
         s.sources.kube.pod_labels,

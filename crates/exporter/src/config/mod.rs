@@ -5,14 +5,12 @@
 //! exits with code 2.
 
 mod cli;
-mod demo_flags;
 mod doc;
 
 pub use crate::log::LogFormat;
 pub use crate::options::{parse_bool, parse_duration, ConfigError, Origin};
 pub use crate::web::DEFAULT_LISTEN;
-pub use cli::{Cli, Command};
-pub use demo_flags::{carry_demo, DemoArgs, DemoFleet, DemoOptions, NO_DEMO};
+pub use cli::{BinaryFlags, Cli, Command, Defaults, NoFlags};
 pub use doc::markdown_reference;
 
 use crate::log::LogOptions;
@@ -27,7 +25,6 @@ use crate::web::WebOptions;
 /// the component's options.rs): a new setting of a component is added there, not here.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub demo: DemoOptions,
     pub web: WebOptions,
     pub sample: SampleOptions,
     pub nvml: NvmlOptions,
@@ -39,22 +36,31 @@ pub struct Settings {
 
 impl Settings {
     pub fn resolve(cli: &Cli) -> Result<Settings, Vec<ConfigError>> {
+        Self::resolve_with(cli).map(|(settings, ())| settings)
+    }
+
+    /// [`resolve`](Self::resolve) with the binary's own flags, resolved first; returns their
+    /// options beside the settings.
+    pub fn resolve_with<X: BinaryFlags>(
+        cli: &Cli<X>,
+    ) -> Result<(Settings, X::Options), Vec<ConfigError>> {
         let mut r = Resolver::new(cli.config_file.as_deref(), &cli.from_env);
-        let demo = cli.demo.resolve(&mut r);
+        let (binary, defaults) = cli.binary.resolve(&mut r);
         // In `--help` order, so several mistakes are reported in the order the help lists them.
         let settings = Settings {
             web: cli.web.resolve(&mut r),
             sample: cli.sample.resolve(&mut r),
             nvml: cli.nvml.resolve(&mut r),
             metrics: cli.metrics.resolve(&mut r),
-            sources: cli.sources.resolve(&mut r, demo.enabled, demo.node_name()),
+            sources: cli
+                .sources
+                .resolve(&mut r, defaults.kube_dra, defaults.node_name),
             log: cli.log.resolve(&mut r),
-            demo,
         };
         settings.check_dcgm_listener(&mut r);
         let errors = r.finish();
         if errors.is_empty() {
-            Ok(settings)
+            Ok((settings, binary))
         } else {
             Err(errors)
         }

@@ -13,7 +13,7 @@ fn defaults_are_sane() {
     let s = Settings::resolve(&cli(&["--kube.node-name=n1"])).unwrap();
     assert_eq!(s.web.listen_address.to_string(), DEFAULT_LISTEN);
     assert_eq!(s.sample.interval, Duration::from_secs(1));
-    assert!(s.nvml.collect_processes && !s.web.enable_debug && !s.demo.enabled);
+    assert!(s.nvml.collect_processes && !s.web.enable_debug);
     assert_eq!(s.sources.kube.node_name, "n1");
     let s = Settings::resolve(&cli(&["--web.listen-address=:9950"])).unwrap();
     assert_eq!(s.web.listen_address.to_string(), "0.0.0.0:9950");
@@ -99,7 +99,7 @@ fn booleans_take_no_value_a_no_twin_or_any_usual_spelling() {
     }
     assert!(parse_bool("maybe").is_err());
     // A value needs `=`: a bare word after a boolean flag is not swallowed as its value.
-    assert!(Cli::try_parse_from(["tessera", "--web.enable-debug", "false"]).is_err());
+    assert!(Cli::<NoFlags>::try_parse_from(["tessera", "--web.enable-debug", "false"]).is_err());
 }
 
 #[test]
@@ -195,42 +195,16 @@ fn a_dcgm_listener_without_compat_or_on_the_main_port_is_refused() {
     assert_eq!(errors.len(), 2, "{errors:?}");
 }
 
-/// A binary without the demo (the release image) knows its flags only to refuse them, one line
-/// each, so `--demo` is never silently ignored. The exporter alone carries no demo (crates/demo
-/// tests the flags of a binary that does).
-#[test]
-fn without_the_demo_its_flags_are_refused() {
-    for args in [
-        &["--demo"][..],
-        &["--demo=true"],
-        &["--demo.fleet-node=3"],
-        &["--demo", "--demo.fleet-node=3"],
-    ] {
-        let errors = Settings::resolve(&cli(args)).unwrap_err();
-        assert_eq!(errors.len(), 1, "{args:?}: {errors:?}");
-        assert!(
-            errors[0].to_string().contains("this build has no demo"),
-            "{args:?}: {errors:?}"
-        );
-    }
-    assert!(
-        !Settings::resolve(&cli(&["--demo=false"]))
-            .unwrap()
-            .demo
-            .enabled
-    );
-}
-
 #[test]
 fn a_typo_never_suggests_a_hidden_flag() {
     let err = |args: &[&str]| {
-        Cli::parse_args(std::iter::once("tessera").chain(args.iter().copied()))
+        Cli::<NoFlags>::parse_args(std::iter::once("tessera").chain(args.iter().copied()))
             .err()
             .map(|e| e.render().to_string())
             .unwrap_or_default()
     };
     // Hidden `--no-<flag>` spellings sit one edit away from their visible flags.
-    for typo in ["--demoo", "--no-dem", "--no-demos", "--no-kube.dr"] {
+    for typo in ["--no-kube.dr", "--no-web.enable-debu", "--no-kube.enable"] {
         let text = err(&[typo]);
         assert!(text.contains(typo), "{typo}: {text}");
         // The typo itself may start with `--no-`; only a tip may not name such a flag.
@@ -248,7 +222,7 @@ fn a_typo_never_suggests_a_hidden_flag() {
 /// Each visible flag of `--help`, with the default its help names, if any.
 fn declared_flags() -> Vec<(String, Option<String>)> {
     use clap::CommandFactory;
-    Cli::command()
+    Cli::<NoFlags>::command()
         .get_arguments()
         .filter(|a| !a.is_hide_set())
         .filter_map(|a| {
@@ -290,7 +264,7 @@ fn every_declared_flag_is_a_key_of_the_config_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.yaml");
     for (flag, _) in declared_flags() {
-        if flag == "config.file" || flag == "demo" {
+        if flag == "config.file" {
             continue;
         }
         std::fs::write(&path, format!("{flag}: \"x\"\n")).unwrap();
@@ -309,9 +283,11 @@ fn every_declared_flag_is_a_key_of_the_config_file() {
 /// The `pub` fields of `struct name` in `text`, with their types; `flattened`: only those
 /// under `#[command(flatten)]`.
 fn fields_of(text: &str, name: &str, flattened: bool) -> Vec<(String, String)> {
-    let start = format!("pub struct {name} {{");
+    // `Cli` is generic over the binary's own flags.
+    let start = format!("pub struct {name}");
     let body = text
-        .split_once(&start)
+        .split_once(&format!("{start} {{"))
+        .or_else(|| text.split_once(&format!("{start}<")))
         .and_then(|(_, rest)| rest.split_once("\n}"))
         .map(|(body, _)| body)
         .unwrap_or_else(|| panic!("no `{start}`"));
@@ -346,7 +322,11 @@ fn settings_hold_one_options_field_per_component() {
     for (options, args) in [
         (
             fields_of(&config, "Settings", false),
-            fields_of(&cli, "Cli", true),
+            // The binary's own flags resolve beside the settings, not into them.
+            fields_of(&cli, "Cli", true)
+                .into_iter()
+                .filter(|(field, _)| field != "binary")
+                .collect(),
         ),
         (
             fields_of(&sources, "SourceOptions", false),

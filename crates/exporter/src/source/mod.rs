@@ -39,17 +39,12 @@ pub struct SourceOptions {
 }
 
 impl SourceArgs {
-    /// `demo`: whether the demo runs; `node_name`: a name chosen elsewhere (a demo fleet
-    /// member's). Both only change defaults.
-    pub fn resolve(
-        &self,
-        r: &mut Resolver,
-        demo: bool,
-        node_name: Option<String>,
-    ) -> SourceOptions {
+    /// `dra`: `--kube.dra`'s default; `node_name`: a name chosen elsewhere (by the binary's
+    /// own flags). Both only change defaults.
+    pub fn resolve(&self, r: &mut Resolver, dra: bool, node_name: Option<String>) -> SourceOptions {
         SourceOptions {
             kubelet: self.kubelet.resolve(r),
-            kube: self.kube.resolve(r, demo, node_name),
+            kube: self.kube.resolve(r, dra, node_name),
             probe: self.probe.resolve(r),
         }
     }

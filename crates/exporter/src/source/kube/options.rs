@@ -17,7 +17,7 @@ pub struct KubeArgs {
     /// Pod labels copied onto container series as label_<name>, comma-separated [default: none].
     #[arg(long = "kube.pod-labels", env = "TESSERA_KUBE_POD_LABELS")]
     pub pod_labels: Option<String>,
-    /// Resolve DRA allocations through ResourceSlices and read the pods' ResourceClaims for their NVIDIA sharing config [default: false; true with --demo].
+    /// Resolve DRA allocations through ResourceSlices and read the pods' ResourceClaims for their NVIDIA sharing config [default: false].
     #[arg(long = "kube.dra", env = "TESSERA_KUBE_DRA", value_name = "BOOL", num_args = 0..=1,
           require_equals = true, default_missing_value = "true", overrides_with = "no_kube_dra")]
     pub kube_dra: Option<String>,
@@ -47,14 +47,14 @@ impl KubeOptions {
 }
 
 impl KubeArgs {
-    /// `demo`: whether the demo runs; `node_name`: a name chosen elsewhere (a demo fleet
-    /// member's).
-    pub fn resolve(&self, r: &mut Resolver, demo: bool, node_name: Option<String>) -> KubeOptions {
+    /// `dra`: `--kube.dra`'s default; `node_name`: a name chosen elsewhere (by the binary's own
+    /// flags).
+    pub fn resolve(&self, r: &mut Resolver, dra: bool, node_name: Option<String>) -> KubeOptions {
         KubeOptions {
             node_name: self.node_name(r, node_name),
             enabled: self.enabled(r),
             pod_labels: self.pod_labels(r),
-            dra: self.dra(r, demo),
+            dra: self.dra(r, dra),
         }
     }
 
@@ -92,10 +92,10 @@ impl KubeArgs {
         })
     }
 
-    /// `demo`: the demo's GPU 8 is shared through a DRA claim, so DRA is on by default there,
-    /// still switchable.
-    fn dra(&self, r: &mut Resolver, demo: bool) -> bool {
-        r.get_bool("kube.dra", &self.kube_dra, self.no_kube_dra, demo)
+    /// `default`: on where the binary's flags turn it on (a simulated node sharing a GPU through
+    /// a DRA claim), still switchable.
+    fn dra(&self, r: &mut Resolver, default: bool) -> bool {
+        r.get_bool("kube.dra", &self.kube_dra, self.no_kube_dra, default)
     }
 }
 
