@@ -668,3 +668,46 @@ fn docs_over_their_bounds_are_found() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(over.len(), 2, "{over:#?}");
 }
+
+/// Every folder of the exporter, as a tree of its own: no import circle among its files, at any
+/// depth (issue 45: "no circle of imports anywhere in the product"). The crate's top-level
+/// modules are held to their layers by `the_crate_reads_in_layers`.
+#[test]
+fn no_folder_of_the_exporter_has_an_import_circle() {
+    fn folders(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.push(path.clone());
+                folders(&path, out);
+            }
+        }
+    }
+    let src = lib_src();
+    let mut dirs = Vec::new();
+    folders(&src, &mut dirs);
+    assert!(dirs.len() > 20, "read {} folders", dirs.len());
+    let mut circles = Vec::new();
+    for dir in &dirs {
+        let rel = dir
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let root = rel.replace('/', "::");
+        let mut files = BTreeMap::new();
+        tree_files(dir, "", &mut files);
+        let graph: BTreeMap<String, BTreeSet<String>> = files
+            .iter()
+            .map(|(name, code)| (name.clone(), tree_imports(name, code, &root, &files)))
+            .collect();
+        if let Some(c) = circle(&graph) {
+            circles.push(format!("{rel}: {}", c.join(" -> ")));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
+}
