@@ -43,7 +43,10 @@ gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 model=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n 1)
 echo "### $gpus × $model"
 last=$((gpus - 1))
-for spec in "0 4096 0.6" "$last 2048 0.4"; do
+# LOAD_GPUS=0 leaves every other GPU quiet (the shape of the 4-GPU run, on 2 GPUs).
+specs=("0 4096 0.6" "$last 2048 0.4")
+[ "${LOAD_GPUS:-}" = 0 ] && specs=("0 4096 0.6" "0 2048 0.4")
+for spec in "${specs[@]}"; do
   read -r gpu size busy <<<"$spec"
   # shellcheck disable=SC2086
   CUDA_VISIBLE_DEVICES=$gpu $LOAD_CMD "$size" "$busy" 3600 >>"$OUT/setup.log" 2>&1 &
@@ -71,6 +74,11 @@ run() { # name url log cmd...
 }
 common=(--web.listen-address=127.0.0.1:9949 --sample.interval=1s
   --kubelet.enabled=false --kube.enabled=false)
+# TESSERA_BEFORE_BIN: an older build measured first, side by side under the same load.
+if [ -n "${TESSERA_BEFORE_BIN:-}" ]; then
+  run "tessera ${BEFORE_LABEL:-before} (default)" http://127.0.0.1:9949/metrics tessera-before.log \
+    "$TESSERA_BEFORE_BIN" "${common[@]}"
+fi
 run "tessera (default: one NVML worker)" http://127.0.0.1:9949/metrics tessera-default.log \
   "$TESSERA" "${common[@]}"
 run "tessera --nvml.isolation=thread" http://127.0.0.1:9949/metrics tessera-thread.log \

@@ -11,6 +11,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use super::gate::{self, GpmSlot};
 use super::ledger::{CallLedger, Outcome};
+use super::utilization::Cadence;
 use super::GpuState;
 use std::os::raw::c_uint;
 
@@ -41,8 +42,12 @@ const CORE_GPM_METRICS: usize = 4;
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// GPM works on pairs of samples; the previous one is kept between cycles.
+#[derive(Default)]
 pub struct GpmState {
     pub previous: GpmSlot,
+    /// When a quiet GPU was last sampled, and what that gave: it stands until the next.
+    read_at: Option<std::time::Instant>,
+    last: (Option<GpmActivity>, Option<GpmStatus>),
 }
 
 pub fn identity(ledger: &mut CallLedger, key: &str, index: u32, d: &Device<'static>) -> GpuSample {
@@ -290,23 +295,6 @@ pub fn sample_gpu(
             used: m.used,
             reserved: m.reserved,
         });
-    if gpu.mig_enabled != Some(true) {
-        // On MIG GPUs NVML refuses device-wide utilization; GPM per instance replaces it.
-        // Elsewhere the mean of every sample since the last read, the snapshot where none.
-        let (gpu_mean, memory_mean) =
-            super::utilization::read_means(ledger, key, d, &mut gpu.utilization_marks);
-        if gpu_mean.is_none() || memory_mean.is_none() {
-            if let Some(u) = ledger
-                .call(key, "utilization_rates", || d.utilization_rates())
-                .ok()
-            {
-                s.utilization = Some(ratio(u.gpu));
-                s.memory_utilization = Some(ratio(u.memory));
-            }
-        }
-        s.utilization = gpu_mean.or(s.utilization);
-        s.memory_utilization = memory_mean.or(s.memory_utilization);
-    }
     s.encoder_utilization = ledger
         .call(key, "encoder_utilization", || d.encoder_utilization())
         .ok()
@@ -350,6 +338,39 @@ pub fn sample_gpu(
         .ok();
     s.pcie_replays = gpu.pcie_replays;
 
+    s.up = !ledger.is_lost(key);
+    s
+}
+
+/// What the GPU's engines did since the last read: utilization from the sample buffers, GPM's
+/// activity. Read after the process list, which decides the cadence (see `utilization`): a
+/// quiet GPU keeps its last window's figures between reads, which GPM's window covers too.
+pub fn sample_activity(
+    ledger: &mut CallLedger,
+    gpu: &mut GpuState,
+    s: &mut GpuSample,
+    nvml: &'static Nvml,
+    cadence: &Cadence,
+) {
+    let d = &gpu.handle;
+    let key = gpu.key.as_str();
+    if gpu.mig_enabled != Some(true) {
+        // On MIG GPUs NVML refuses device-wide utilization; GPM per instance replaces it.
+        // Elsewhere the mean of every sample since the last read, the snapshot where none.
+        let (gpu_mean, memory_mean) =
+            super::utilization::read_means(ledger, key, d, &mut gpu.utilization, cadence);
+        if gpu_mean.is_none() || memory_mean.is_none() {
+            if let Some(u) = ledger
+                .call(key, "utilization_rates", || d.utilization_rates())
+                .ok()
+            {
+                s.utilization = Some(ratio(u.gpu));
+                s.memory_utilization = Some(ratio(u.memory));
+            }
+        }
+        s.utilization = gpu_mean.or(s.utilization);
+        s.memory_utilization = memory_mean.or(s.memory_utilization);
+    }
     if !gpu.collect_gpm {
         s.gpm_status = Some(GpmStatus::unavailable("disabled".into()));
     } else if gpu.gpm.is_none() {
@@ -357,18 +378,22 @@ pub fn sample_gpu(
         if matches!(support, Outcome::Value(false) | Outcome::Unsupported) {
             s.gpm_status = Some(GpmStatus::unavailable("not_supported".into()));
         }
-        gpu.gpm = matches!(support, Outcome::Value(true)).then_some(GpmState {
-            previous: GpmSlot::default(),
-        });
+        gpu.gpm = matches!(support, Outcome::Value(true)).then(GpmState::default);
     }
     if let Some(gpm) = gpu.gpm.as_mut() {
-        (s.gpm, s.gpm_status) =
-            gpm_sampled(ledger, key, "gpm_sample", nvml, &mut gpm.previous, || {
+        let due = cadence.busy
+            || gpm.read_at.is_none_or(|t| {
+                cadence.now.duration_since(t) >= super::utilization::QUIET_READ_INTERVAL
+            });
+        if due {
+            gpm.read_at = Some(cadence.now);
+            gpm.last = gpm_sampled(ledger, key, "gpm_sample", nvml, &mut gpm.previous, || {
                 d.gpm_sample()
             });
+        }
+        (s.gpm, s.gpm_status) = gpm.last.clone();
     }
     s.up = !ledger.is_lost(key);
-    s
 }
 
 /// `nvmlDeviceGetCurrentClocksEventReasons` is not wrapped by nvml-wrapper 0.13; its older name

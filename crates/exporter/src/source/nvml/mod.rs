@@ -120,7 +120,7 @@ struct GpuState {
     gpm: Option<device::GpmState>,
     collect_gpm: bool,
     process_util: process::UtilizationReader,
-    utilization_marks: utilization::SampleMarks,
+    utilization: utilization::UtilizationReader,
     mig: mig::MigCache,
 }
 
@@ -139,7 +139,7 @@ impl GpuState {
             gpm: None,
             collect_gpm: true,
             process_util: process::UtilizationReader::default(),
-            utilization_marks: utilization::SampleMarks::default(),
+            utilization: utilization::UtilizationReader::default(),
             mig: mig::MigCache::default(),
         }
     }

@@ -6,44 +6,195 @@
 //! times a second read 0.137 where the whole second read 0.074 (docs/validation.md, "Device
 //! utilization from every NVML sample"). `nvmlDeviceGetSamples` hands over every sample since a
 //! timestamp, so the figure covers the whole interval between reads.
+//!
+//! Those reads were most of tessera's idle CPU: 4.3–5.0 ms of CPU per read on an H200, two
+//! reads per GPU per second, 37 of 53 CPU ms/s on 4 GPUs (docs/benchmarks.md, "Footprint on
+//! several GPUs"). nvml-wrapper makes two driver calls per read (the count, then the samples);
+//! here one call fills a kept buffer. And since the driver keeps ~14 s, a read every
+//! [`QUIET_READ_INTERVAL`] loses no sample: memory utilization (which no per-pod figure uses)
+//! is read at that cadence, and GPU utilization too while nothing could be attributed from it:
+//! no process on the GPU and the last window idle. In between, the last window's mean stands.
 
-use nvml_wrapper::enum_wrappers::device::Sampling;
+use std::os::raw::c_uint;
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::enum_wrappers::device::{SampleValueType, Sampling};
 use nvml_wrapper::enums::device::SampleValue;
-use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::struct_wrappers::device::Sample;
 use nvml_wrapper::Device;
+use nvml_wrapper_sys::bindings::{nvmlSample_t, nvmlValueType_t};
 
 use super::ledger::{CallLedger, Outcome};
 
-/// The newest sample already used, per kind of sample: the next read starts after it.
+/// The longest a sample buffer goes unread: well inside the driver's ~14 s, so no sample is
+/// lost, and short beside any scrape interval, so a gauge is never a scrape behind.
+pub const QUIET_READ_INTERVAL: Duration = Duration::from_secs(5);
+
+/// More than the 71 samples an H100's driver keeps; grown if a driver asks for more.
+const SAMPLE_SLOTS: usize = 128;
+
+/// One kind of sample: where the next read starts, and the figure that stands until then.
 #[derive(Debug, Default)]
-pub struct SampleMarks {
-    gpu: Option<u64>,
-    memory: Option<u64>,
+struct Series {
+    mark: Option<u64>,
+    read_at: Option<Instant>,
+    last: Option<f64>,
+    /// Whether the cycle before read it: a read after quiet cycles must cover this cycle
+    /// only, since those cycles already published the window before.
+    read_last_cycle: bool,
 }
 
-/// GPU and memory utilization over the interval since the previous read, as ratios. Either
-/// is `None` where the driver had no samples for it (the caller then takes the snapshot).
+impl Series {
+    fn due(&self, now: Instant, every_cycle: bool) -> bool {
+        every_cycle
+            || self
+                .read_at
+                .is_none_or(|t| now.duration_since(t) >= QUIET_READ_INTERVAL)
+    }
+}
+
+/// What is kept per GPU between reads of its sample buffers.
+#[derive(Default)]
+pub struct UtilizationReader {
+    gpu: Series,
+    memory: Series,
+    cycle_at: Option<Instant>,
+    buffer: Vec<nvmlSample_t>,
+}
+
+impl UtilizationReader {
+    /// Whether the last read found the GPU idle throughout: drivers report whole percents,
+    /// so a window with any kernel in it reads above 0. No read yet is not idle.
+    pub fn last_window_idle(&self) -> bool {
+        self.gpu.last == Some(0.0)
+    }
+}
+
+/// How one cycle reads the buffers: `busy` when a figure per cycle is needed (a process holds
+/// the GPU, its last window was not idle, or processes are not listed at all).
+pub struct Cadence {
+    pub now: Instant,
+    pub busy: bool,
+}
+
+/// GPU and memory utilization as ratios: the mean since the previous read where one was due,
+/// else the previous read's. Either is `None` where the driver had no samples for it (the
+/// caller then takes the snapshot).
 pub fn read_means(
     ledger: &mut CallLedger,
     key: &str,
     d: &Device<'static>,
-    marks: &mut SampleMarks,
+    reader: &mut UtilizationReader,
+    cadence: &Cadence,
 ) -> (Option<f64>, Option<f64>) {
-    let mut read = |call, kind: Sampling, mark: &mut Option<u64>| {
-        read_one(ledger, key, call, mark, |since| d.samples(kind, since))
-    };
-    let gpu = read(
+    let UtilizationReader {
+        gpu,
+        memory,
+        cycle_at,
+        buffer,
+    } = reader;
+    let this_cycle = cycle_at.map(|t| cadence.now.duration_since(t));
+    *cycle_at = Some(cadence.now);
+    let gpu_mean = advance(
+        ledger,
+        key,
         "samples_gpu_utilization",
-        Sampling::GpuUtilization,
-        &mut marks.gpu,
+        gpu,
+        cadence,
+        cadence.busy,
+        this_cycle,
+        |since| fetch_samples(d, Sampling::GpuUtilization, since, buffer),
     );
-    let memory = read(
+    let memory_mean = advance(
+        ledger,
+        key,
         "samples_memory_utilization",
-        Sampling::MemoryUtilization,
-        &mut marks.memory,
+        memory,
+        cadence,
+        false,
+        None,
+        |since| fetch_samples(d, Sampling::MemoryUtilization, since, buffer),
     );
-    (gpu, memory)
+    (gpu_mean, memory_mean)
+}
+
+/// Reads `series` when due, else keeps its figure. `this_cycle` bounds a read that follows
+/// quiet cycles to this cycle's own samples.
+#[allow(clippy::too_many_arguments)]
+fn advance(
+    ledger: &mut CallLedger,
+    key: &str,
+    call: &'static str,
+    series: &mut Series,
+    cadence: &Cadence,
+    every_cycle: bool,
+    this_cycle: Option<Duration>,
+    fetch: impl FnOnce(u64) -> Result<Vec<Sample>, NvmlError>,
+) -> Option<f64> {
+    if !series.due(cadence.now, every_cycle) {
+        series.read_last_cycle = false;
+        return series.last;
+    }
+    let recent = if series.read_last_cycle {
+        None
+    } else {
+        this_cycle.map(|d| d.as_micros() as u64)
+    };
+    series.read_at = Some(cadence.now);
+    series.read_last_cycle = true;
+    series.last = read_one(ledger, key, call, &mut series.mark, recent, fetch);
+    series.last
+}
+
+/// One driver call into `buffer` (kept across reads), the samples after `since`.
+fn fetch_samples(
+    d: &Device<'static>,
+    kind: Sampling,
+    since: u64,
+    buffer: &mut Vec<nvmlSample_t>,
+) -> Result<Vec<Sample>, NvmlError> {
+    let sym = d
+        .nvml()
+        .lib()
+        .nvmlDeviceGetSamples
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    // SAFETY: a plain C struct of integers and a union of numbers; all zero bits is valid.
+    let empty: nvmlSample_t = unsafe { std::mem::zeroed() };
+    if buffer.is_empty() {
+        buffer.resize(SAMPLE_SLOTS, empty);
+    }
+    for _ in 0..2 {
+        let mut count = c_uint::try_from(buffer.len()).unwrap_or(c_uint::MAX);
+        let mut value_type: nvmlValueType_t = 0;
+        // SAFETY: the handle is valid while NVML is loaded; the buffer holds `count` entries.
+        let rc = unsafe {
+            sym(
+                d.handle(),
+                kind.as_c(),
+                since,
+                &mut value_type,
+                &mut count,
+                buffer.as_mut_ptr(),
+            )
+        };
+        match nvml_try(rc) {
+            Ok(()) => {
+                let tag = SampleValueType::try_from(value_type)?;
+                let n = (count as usize).min(buffer.len());
+                return Ok(buffer[..n]
+                    .iter()
+                    .map(|s| Sample::from_tag_and_struct(&tag, *s))
+                    .collect());
+            }
+            Err(NvmlError::InsufficientSize(_)) if count as usize > buffer.len() => {
+                buffer.resize(count as usize + count as usize / 4, empty);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(NvmlError::InsufficientSize(Some(buffer.len())))
 }
 
 fn read_one(
@@ -51,6 +202,7 @@ fn read_one(
     key: &str,
     call: &'static str,
     mark: &mut Option<u64>,
+    recent_us: Option<u64>,
     fetch: impl FnOnce(u64) -> Result<Vec<Sample>, NvmlError>,
 ) -> Option<f64> {
     if ledger.knows_unsupported(key, call) {
@@ -67,7 +219,11 @@ fn read_one(
         }
     };
     let points: Vec<(u64, f64)> = samples.iter().filter_map(percent).collect();
-    let (mean, newest) = mean_since(*mark, &points)?;
+    let from = match (*mark, recent_us, points.iter().map(|p| p.0).max()) {
+        (Some(m), Some(window), Some(newest)) => Some(m.max(newest.saturating_sub(window))),
+        (m, _, _) => m,
+    };
+    let (mean, newest) = mean_since(from, &points)?;
     *mark = Some(newest);
     Some((mean / 100.0).clamp(0.0, 1.0))
 }

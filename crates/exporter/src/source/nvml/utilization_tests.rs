@@ -70,6 +70,7 @@ fn hostile_values_never_leave_a_ratio() {
         "gpu0",
         "samples_gpu_utilization",
         &mut mark,
+        None,
         |_| {
             Ok(vec![Sample {
                 timestamp: 200 * MS,
@@ -91,6 +92,7 @@ fn no_new_samples_is_not_a_failure_and_unsupported_is_not_asked_again() {
             "gpu0",
             "samples_gpu_utilization",
             &mut mark,
+            None,
             |_| { Err(NvmlError::NotFound) }
         ),
         None
@@ -102,6 +104,7 @@ fn no_new_samples_is_not_a_failure_and_unsupported_is_not_asked_again() {
         "gpu0",
         "samples_gpu_utilization",
         &mut mark,
+        None,
         |_| Err(NvmlError::NotSupported),
     );
     let mut asked = false;
@@ -110,10 +113,112 @@ fn no_new_samples_is_not_a_failure_and_unsupported_is_not_asked_again() {
         "gpu0",
         "samples_gpu_utilization",
         &mut mark,
+        None,
         |_| {
             asked = true;
             Ok(vec![])
         },
     );
     assert!(!asked);
+}
+
+/// The H100's buffer at `now_ms`: a sample every 200 ms, busy (`busy_from_ms` on) at 100 %.
+fn buffer_at(now_ms: u64, busy_from_ms: u64) -> impl Fn(u64) -> Result<Vec<Sample>, NvmlError> {
+    move |since| {
+        let fresh: Vec<Sample> = (1..=now_ms / 200)
+            .map(|k| k * 200 * MS)
+            .filter(|&ts| ts > since && ts + 14_200 * MS > now_ms * MS)
+            .map(|ts| Sample {
+                timestamp: ts,
+                value: SampleValue::U32(if ts > busy_from_ms * MS { 100 } else { 0 }),
+            })
+            .collect();
+        if fresh.is_empty() {
+            Err(NvmlError::NotFound)
+        } else {
+            Ok(fresh)
+        }
+    }
+}
+
+/// Drives one series a cycle a second for `seconds`; returns the figure of each cycle and how
+/// many reads the driver saw.
+fn run_cycles(
+    series: &mut Series,
+    seconds: std::ops::Range<u64>,
+    busy: impl Fn(u64) -> bool,
+    busy_from_ms: u64,
+) -> (Vec<Option<f64>>, usize) {
+    let start = Instant::now();
+    let mut ledger = CallLedger::default();
+    let mut reads = 0;
+    let mut figures = Vec::new();
+    for t in seconds {
+        let cadence = Cadence {
+            now: start + Duration::from_secs(t),
+            busy: busy(t),
+        };
+        let fetch = buffer_at(t * 1000, busy_from_ms);
+        let got = advance(
+            &mut ledger,
+            "gpu0",
+            "samples_gpu_utilization",
+            series,
+            &cadence,
+            cadence.busy,
+            Some(Duration::from_secs(1)),
+            |since| {
+                reads += 1;
+                fetch(since)
+            },
+        );
+        figures.push(got);
+    }
+    (figures, reads)
+}
+
+#[test]
+fn a_quiet_gpu_is_read_every_five_seconds_and_keeps_its_window_between() {
+    let mut series = Series::default();
+    let (figures, reads) = run_cycles(&mut series, 1..21, |_| false, u64::MAX / MS);
+    assert_eq!(
+        reads, 4,
+        "cycles 1, 6, 11, 16 read; the rest keep the figure"
+    );
+    assert!(figures.iter().all(|f| *f == Some(0.0)), "{figures:?}");
+}
+
+#[test]
+fn a_busy_gpu_is_read_every_cycle() {
+    let mut series = Series::default();
+    let (figures, reads) = run_cycles(&mut series, 1..11, |_| true, 0);
+    assert_eq!(reads, 10);
+    assert!(figures[1..].iter().all(|f| *f == Some(1.0)), "{figures:?}");
+}
+
+#[test]
+fn the_first_busy_cycle_after_quiet_ones_covers_its_own_second_only() {
+    // Quiet reads at 1, 6 and 11 s; a process arrives and runs flat out from 13.0 s, seen at
+    // 14 s. That cycle must read 1.0, not the 1/3 that the whole window since the read at 11 s
+    // gives: the cycles 12 and 13 already published the quiet window's figure.
+    let mut series = Series::default();
+    let (figures, reads) = run_cycles(&mut series, 1..17, |t| t >= 14, 13_000);
+    assert_eq!(reads, 3 + 3);
+    assert_eq!(
+        figures[12],
+        Some(0.0),
+        "13 s: still the quiet read's figure"
+    );
+    assert_eq!(figures[13], Some(1.0), "{figures:?}");
+    assert!(figures[14..].iter().all(|f| *f == Some(1.0)), "{figures:?}");
+}
+
+#[test]
+fn a_quiet_read_that_finds_kernels_makes_the_gpu_busy_again() {
+    let mut reader = UtilizationReader::default();
+    assert!(!reader.last_window_idle(), "no read yet is not idle");
+    reader.gpu.last = Some(0.0);
+    assert!(reader.last_window_idle());
+    reader.gpu.last = Some(0.01);
+    assert!(!reader.last_window_idle());
 }

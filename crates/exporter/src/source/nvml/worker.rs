@@ -12,6 +12,7 @@ use super::isolate::crash_note;
 use super::isolate::protocol::{GpuReply as Reply, Restarts};
 use super::ledger::CallLedger;
 use super::relay::{Before, Relay};
+use super::utilization::Cadence;
 use super::{device, mig, process, GpuState, NvmlOptions};
 use crate::model::{CallCost, GpuSample};
 
@@ -202,6 +203,18 @@ pub fn sample_once(
             &opts.procfs,
             opts.process_interval,
         );
+    }
+    if s.up {
+        // Processes are listed whenever they could hold the GPU; without the list, any cycle
+        // might need its own figure.
+        let busy = !opts.collect_processes
+            || !s.processes.is_empty()
+            || !gpu.utilization.last_window_idle();
+        let cadence = Cadence {
+            now: Instant::now(),
+            busy,
+        };
+        device::sample_activity(ledger, gpu, &mut s, nvml, &cadence);
     }
     if ledger.is_lost(&gpu.key) {
         s = device::down(&gpu.identity);
