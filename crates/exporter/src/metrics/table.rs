@@ -168,8 +168,8 @@ families! {
     GPU_MEMORY_TOTAL = "gpu_memory_total_bytes", Gauge, GPU_LABELS, "Framebuffer memory installed.";
     GPU_MEMORY_USED = "gpu_memory_used_bytes", Gauge, GPU_LABELS, "Framebuffer memory allocated.";
     GPU_MEMORY_RESERVED = "gpu_memory_reserved_bytes", Gauge, GPU_LABELS, "Framebuffer memory reserved by the driver.";
-    GPU_UTILIZATION = "gpu_utilization_ratio", Gauge, GPU_LABELS, "Fraction of the last sample period in which a kernel ran (NVML's coarse figure; absent on MIG GPUs).";
-    GPU_MEMORY_UTILIZATION = "gpu_memory_utilization_ratio", Gauge, GPU_LABELS, "Fraction of the last sample period in which device memory was read or written.";
+    GPU_UTILIZATION = "gpu_utilization_ratio", Gauge, GPU_LABELS, "Fraction of the time a kernel ran (NVML's coarse figure; absent on MIG GPUs): the mean of the driver's samples since the previous read, read every sample where a process holds the GPU or it was busy, else every 5 s, the last window standing in between.";
+    GPU_MEMORY_UTILIZATION = "gpu_memory_utilization_ratio", Gauge, GPU_LABELS, "Fraction of the time device memory was read or written: the mean of the driver's samples over the last 5 s window.";
     GPU_SM_ACTIVITY = "gpu_sm_activity_ratio", Gauge, GPU_LABELS, "GPM: fraction of time SMs had at least one warp assigned (Hopper and later).";
     GPU_SM_OCCUPANCY = "gpu_sm_occupancy_ratio", Gauge, GPU_LABELS, "GPM: resident warps over the theoretical maximum, averaged over SMs.";
     GPU_TENSOR_ACTIVITY = "gpu_tensor_activity_ratio", Gauge, GPU_LABELS, "GPM: fraction of time tensor cores were busy.";
