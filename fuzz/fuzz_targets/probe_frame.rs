@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         let Some(body) = rest.get(8 + head..8 + head + h.bucket_bytes) else {
             return;
         };
-        let frame = h.frame.with_buckets(body);
+        let frame = h.frame.with_buckets(body, h.bucket_len);
         let again = Frame::decode(&frame.encode()).expect("an encoded frame decodes");
         assert_eq!(again, frame);
         book.record(7, &frame, at);
