@@ -8,6 +8,7 @@ mod device;
 mod events;
 mod gate;
 pub mod isolate;
+mod kept_buffer;
 mod ledger;
 mod mig;
 mod options;

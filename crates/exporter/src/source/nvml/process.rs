@@ -2,12 +2,11 @@
 //! share of SM time from NVML's process-utilization samples.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::raw::c_uint;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
-use nvml_wrapper::error::{nvml_try, NvmlError};
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::Device;
 use nvml_wrapper_sys::bindings::nvmlProcessUtilizationSample_t;
@@ -158,9 +157,8 @@ pub struct UtilizationReader {
 /// Enough for a busy GPU's samples since the last read; grown when the driver asks for more.
 const INITIAL_SAMPLE_SLOTS: usize = 64;
 
-/// One driver call into a buffer kept across reads; returns how many samples it holds.
-/// nvml-wrapper asks for the count with a call of its own first (~0.1 ms of the ~1.75 ms on an
-/// H100) and allocates a fresh vector each time.
+/// One driver call into a buffer kept across reads ([`super::kept_buffer`]); returns how many
+/// samples it holds.
 pub fn read_samples(
     buffer: &mut Vec<nvmlProcessUtilizationSample_t>,
     d: &Device<'static>,
@@ -174,22 +172,10 @@ pub fn read_samples(
         .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
     // SAFETY: a plain C struct of integers, for which all zero bits is a valid value.
     let empty: nvmlProcessUtilizationSample_t = unsafe { std::mem::zeroed() };
-    if buffer.is_empty() {
-        buffer.resize(INITIAL_SAMPLE_SLOTS, empty);
-    }
-    for _ in 0..2 {
-        let mut count = c_uint::try_from(buffer.len()).unwrap_or(c_uint::MAX);
+    super::kept_buffer::fill(buffer, INITIAL_SAMPLE_SLOTS, empty, |buf, count| {
         // SAFETY: the handle is valid while NVML is loaded; the buffer holds `count` entries.
-        let rc = unsafe { sym(d.handle(), buffer.as_mut_ptr(), &mut count, since) };
-        match nvml_try(rc) {
-            Ok(()) => return Ok((count as usize).min(buffer.len())),
-            Err(NvmlError::InsufficientSize(_)) if count as usize > buffer.len() => {
-                buffer.resize(count as usize + count as usize / 4, empty);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(NvmlError::InsufficientSize(Some(buffer.len())))
+        unsafe { sym(d.handle(), buf.as_mut_ptr(), count, since) }
+    })
 }
 
 /// Per-process SM and memory shares, read every `interval` (the call costs ~1.7 ms on an H100,

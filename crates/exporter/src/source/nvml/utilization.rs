@@ -15,16 +15,16 @@
 //! is read at that cadence, and GPU utilization too while nothing could be attributed from it:
 //! no process on the GPU and the last window idle. In between, the last window's mean stands.
 
-use std::os::raw::c_uint;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::enum_wrappers::device::{SampleValueType, Sampling};
 use nvml_wrapper::enums::device::SampleValue;
-use nvml_wrapper::error::{nvml_try, NvmlError};
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::Sample;
 use nvml_wrapper::Device;
 use nvml_wrapper_sys::bindings::{nvmlSample_t, nvmlValueType_t};
 
+use super::kept_buffer;
 use super::ledger::{CallLedger, Outcome};
 
 /// The longest a sample buffer goes unread: well inside the driver's ~14 s, so no sample is
@@ -162,39 +162,25 @@ fn fetch_samples(
         .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
     // SAFETY: a plain C struct of integers and a union of numbers; all zero bits is valid.
     let empty: nvmlSample_t = unsafe { std::mem::zeroed() };
-    if buffer.is_empty() {
-        buffer.resize(SAMPLE_SLOTS, empty);
-    }
-    for _ in 0..2 {
-        let mut count = c_uint::try_from(buffer.len()).unwrap_or(c_uint::MAX);
-        let mut value_type: nvmlValueType_t = 0;
+    let mut value_type: nvmlValueType_t = 0;
+    let n = kept_buffer::fill(buffer, SAMPLE_SLOTS, empty, |buf, count| {
         // SAFETY: the handle is valid while NVML is loaded; the buffer holds `count` entries.
-        let rc = unsafe {
+        unsafe {
             sym(
                 d.handle(),
                 kind.as_c(),
                 since,
                 &mut value_type,
-                &mut count,
-                buffer.as_mut_ptr(),
+                count,
+                buf.as_mut_ptr(),
             )
-        };
-        match nvml_try(rc) {
-            Ok(()) => {
-                let tag = SampleValueType::try_from(value_type)?;
-                let n = (count as usize).min(buffer.len());
-                return Ok(buffer[..n]
-                    .iter()
-                    .map(|s| Sample::from_tag_and_struct(&tag, *s))
-                    .collect());
-            }
-            Err(NvmlError::InsufficientSize(_)) if count as usize > buffer.len() => {
-                buffer.resize(count as usize + count as usize / 4, empty);
-            }
-            Err(e) => return Err(e),
         }
-    }
-    Err(NvmlError::InsufficientSize(Some(buffer.len())))
+    })?;
+    let tag = SampleValueType::try_from(value_type)?;
+    Ok(buffer[..n]
+        .iter()
+        .map(|s| Sample::from_tag_and_struct(&tag, *s))
+        .collect())
 }
 
 fn read_one(
