@@ -325,32 +325,38 @@ fn the_crate_reads_in_layers() {
 /// a demo or fakes, in any case: a flag, a type, a field or a string.
 fn code_naming_doubles(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
+    for path in rust_files(dir) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            // A comment, whole-line or trailing (` // `, so a URL's `//` stays code).
+            let code = match line.trim_start() {
+                l if l.starts_with("//") => "",
+                l => l.split_once(" // ").map_or(l, |(code, _)| code),
+            };
+            let lower = code.to_lowercase();
+            if lower.contains("demo") || lower.contains("fakes") {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// Every `.rs` file under `dir`, tests included.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 dirs.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (n, line) in text.lines().enumerate() {
-                // A comment, whole-line or trailing (` // `, so a URL's `//` stays code).
-                let code = match line.trim_start() {
-                    l if l.starts_with("//") => "",
-                    l => l.split_once(" // ").map_or(l, |(code, _)| code),
-                };
-                let lower = code.to_lowercase();
-                if lower.contains("demo") || lower.contains("fakes") {
-                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                }
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                files.push(path);
             }
         }
     }
-    found
+    files
 }
 
 /// Why `lib` (a crate's `src`, with its manifest beside it) holds a test double: a demo or fake
@@ -416,22 +422,14 @@ fn code_naming_the_demo_is_found() {
 
 /// Every `.rs` file under `dir`, tests and comments included, that names the demo crate.
 fn files_naming_the_demo(dir: &Path) -> Vec<String> {
-    let mut naming = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|x| x == "rs") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                if text.contains("tessera_demo") || text.contains("tessera-demo") {
-                    naming.push(path.display().to_string());
-                }
-            }
-        }
-    }
-    naming
+    rust_files(dir)
+        .into_iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).unwrap();
+            text.contains("tessera_demo") || text.contains("tessera-demo")
+        })
+        .map(|path| path.display().to_string())
+        .collect()
 }
 
 /// The demo depends on the exporter, never the other way: no product module (tests included)
