@@ -306,6 +306,11 @@ impl Sampler {
                 .map(|b| b.timelines(&pids, now))
                 .unwrap_or_default(),
             window_seconds: self.cfg.sample.activity_window.as_secs_f64(),
+            timeline_lag_seconds: self
+                .feeds
+                .probe
+                .as_ref()
+                .map_or(0.0, |_| crate::source::probe::TIMELINE_LAG.as_secs_f64()),
         };
         complete_idle_timelines(&mut activity);
         if let Some(book) = &self.feeds.probe {

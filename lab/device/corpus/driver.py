@@ -281,6 +281,9 @@ def read_once():
         gpus[str(g.get("index", len(gpus)))] = {
             "method": c.get("method"), "disputed": c.get("disputed", []),
             "device": c.get("device_activity"), "why": c.get("why") or "",
+            # The stretch of unix time the figures cover (tessera publishes it from issue 42's
+            # run 17 on): the truth is read over it, not over a window guessed from the read.
+            "window": c.get("figure_window"), "device_window": c.get("device_window"),
             "candidates": c.get("candidates", []), "quiet": c.get("quiet", []),
             "bounds_only": c.get("bounds_only"), "lone_stretch": c.get("lone_stretch"),
             "outlasting": c.get("outlasting"), "probe_idle": c.get("probe_idle"),

@@ -14,6 +14,7 @@ fn busy_cpu() -> ActivityInputs {
     ActivityInputs {
         cpu_cores: [(1, 0.3)].into_iter().collect(),
         window_seconds: 5.0,
+        timeline_lag_seconds: 0.0,
         ..ActivityInputs::default()
     }
 }

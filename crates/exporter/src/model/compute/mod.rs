@@ -72,7 +72,11 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         }
     }
     let recent_activity = recent_readings(d);
-    let device_window = window_mean(d.device_activity, &recent_activity);
+    let device_window = d.device_activity.and(mean_between(
+        &recent_activity,
+        d.now,
+        d.activity.window_seconds,
+    ));
     let (seen_idle, unexplained) = idle_by_probe(&candidates, d, device_window);
     candidates.retain(|pid| !seen_idle.contains(pid));
     quiet.extend(&seen_idle);
@@ -119,6 +123,7 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         bounds_only: None,
         lone_stretch: None,
         device_window,
+        figure_window: None,
         recent_activity,
         shares: HashMap::new(),
     };
@@ -246,12 +251,13 @@ const WINDOW_SPANNED: f64 = 0.8;
 /// The device's readings over the probes' window: the previous sample's, less those older
 /// than the window, and this one. A clock stepped back drops the older ones.
 fn recent_readings(d: &DeviceCompute<'_>) -> Vec<(f64, f64)> {
-    let window = d.activity.window_seconds;
+    // The timelines' window ends their lag before the sample: its readings are kept as long.
+    let keep = d.activity.window_seconds + d.activity.timeline_lag_seconds;
     let mut out: Vec<(f64, f64)> = d
         .recent_activity
         .iter()
         .copied()
-        .filter(|(t, _)| *t < d.now && d.now - *t < window)
+        .filter(|(t, _)| *t < d.now && d.now - *t < keep)
         .collect();
     if let Some(a) = d.device_activity {
         out.push((d.now, a));
@@ -259,11 +265,15 @@ fn recent_readings(d: &DeviceCompute<'_>) -> Vec<(f64, f64)> {
     out
 }
 
-/// The mean of the readings (each covers the sampler's interval before it); `None` without
-/// this sample's own reading, which the window must end with.
-fn window_mean(now: Option<f64>, readings: &[(f64, f64)]) -> Option<f64> {
-    now?;
-    Some(readings.iter().map(|(_, a)| a).sum::<f64>() / readings.len().max(1) as f64)
+/// The mean of the readings taken in `(end - seconds, end]` (each covers the sampler's
+/// interval before it; with no window, the one at `end`); `None` where none was.
+pub(super) fn mean_between(readings: &[(f64, f64)], end: f64, seconds: f64) -> Option<f64> {
+    let inside: Vec<f64> = readings
+        .iter()
+        .filter(|(t, _)| *t <= end && end - *t < seconds.max(f64::EPSILON))
+        .map(|(_, a)| *a)
+        .collect();
+    (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64)
 }
 
 /// When the device's run of idle readings began (`None` unless it reads idle now), and

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::mean_between;
 use super::sampling::ratio_margin;
 use super::split_types::{
     ActivityInputs, DeviceCompute, DeviceSplit, Outlasting, ProbeReading, ProbeTimeline,
@@ -100,7 +101,20 @@ pub(super) fn split_by_probes(
     // The claims cover the probes' window: so must the device's figure they are fitted to.
     // One NVML reading is a snapshot of the last ~167 ms, and capping five seconds of bursty
     // tenants to it doubled the time-sliced figures' error on the H100 corpus (runs 5–8: 0.0066
-    // mean absolute error where capped against 0.0032 uncapped).
+    // mean absolute error where capped against 0.0032 uncapped). Timelines end their lag
+    // before the sample, and so does the device's figure they are held to.
+    let window = d.activity.window_seconds;
+    let end = if from_timelines {
+        d.now - d.activity.timeline_lag_seconds
+    } else {
+        d.now
+    };
+    out.figure_window = Some([end - window, end]);
+    if from_timelines && d.device_activity.is_some() {
+        if let Some(lagged) = mean_between(&out.recent_activity, end, window) {
+            out.device_window = Some(lagged);
+        }
+    }
     let device = out.device_window.or(d.device_activity);
     let probed = if d.mps && from_timelines {
         // Filled up to the covered time as measured over the same window, never to a sampled

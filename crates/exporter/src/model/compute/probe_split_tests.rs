@@ -374,3 +374,60 @@ fn under_mps_a_sampled_tenant_is_filled_up_to_its_spans_not_its_margin() {
     );
     assert!(p <= spans + 1e-9, "filled past its spans {spans}: {p}");
 }
+
+#[test]
+fn timelines_are_held_to_the_device_readings_of_their_own_window() {
+    // Timelines end two seconds behind the sample. The device read 0.6 over their window and
+    // 0.9 since: under MPS the busy time the solo parts leave is filled from the 0.6, and the
+    // published window says which five seconds the figures cover.
+    let procs: Vec<ProcessSample> = (1..=2).map(proc).collect();
+    let mut act = ActivityInputs {
+        window_seconds: 5.0,
+        timeline_lag_seconds: 2.0,
+        ..Default::default()
+    };
+    for pid in [1, 2] {
+        act.cpu_cores.insert(pid, 0.5);
+        act.probe.insert(
+            pid,
+            ProbeReading {
+                busy_ratio: Some(0.5),
+                busy_seconds: 10.0,
+                kernels: 1000,
+                window_kernels: Some(500),
+                ..Default::default()
+            },
+        );
+        act.probe_timelines.insert(pid, steady(0.5, 0.2));
+    }
+    let readings: Vec<(f64, f64)> = (93..=99)
+        .map(|t| (f64::from(t), if t <= 98 { 0.6 } else { 0.9 }))
+        .collect();
+    let refs: Vec<&ProcessSample> = procs.iter().collect();
+    let d = DeviceCompute {
+        processes: &refs,
+        device_activity: Some(0.9),
+        mps: true,
+        mig_instance: false,
+        activity: &act,
+        now: 100.0,
+        idle_since: None,
+        recent_activity: &readings,
+    };
+    let mut s = split(&d);
+    review(&mut s, &d, &HashMap::new());
+    assert!(s.from_timelines, "{}", s.why);
+    assert_eq!(s.figure_window, Some([93.0, 98.0]));
+    let device = s
+        .device_window
+        .expect("the device's figure over the window");
+    assert!((device - 0.6).abs() < 1e-9, "{device}");
+    // The readings the next sample needs reach back over the lag too.
+    assert!(s.recent_activity.iter().any(|(t, _)| *t == 94.0));
+    // Each one's solo parts explain 0.2 of its 0.5 covered: the 0.2 the window's device
+    // figure leaves goes half to each (the 0.9 since would have given them 0.45).
+    for pid in [1, 2] {
+        let share = s.share_of(pid).share.expect("a figure");
+        assert!((share - 0.3).abs() < 1e-9, "pid {pid}: {share}");
+    }
+}

@@ -60,6 +60,9 @@ pub struct ActivityInputs {
     /// The trailing window, in seconds. A device counts idle only after reading idle over
     /// most of it (`compute::device_idle_over_window`); 0 lets one reading decide.
     pub window_seconds: f64,
+    /// How far behind the sample the probes' timelines end (they wait for late kernel
+    /// records); 0 without them.
+    pub timeline_lag_seconds: f64,
 }
 
 /// How a device's compute was split among its processes this sample.
@@ -196,7 +199,15 @@ pub struct DeviceSplit {
     /// swing from 0.02 to 0.35 within one draw and dispute honest claims (issue 32, run 4).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_window: Option<f64>,
-    /// The readings `device_window` averages, `(time, reading)`: carried to the next sample.
+    /// The stretch of time the probes' figures and bounds cover, `[start, end]` in the sample's
+    /// clock (unix seconds): the trailing window, or with timelines the window ending
+    /// `timeline_lag_seconds` before the sample. Who checks a figure against their own
+    /// records checks it over this stretch: a second off, a bursty tenant's figure read 20 %
+    /// from its truth (issue 42's corpus, run 16).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub figure_window: Option<[f64; 2]>,
+    /// The readings `device_window` averages, `(time, reading)`, over the window and the
+    /// timelines' lag before it: carried to the next sample.
     #[serde(skip)]
     pub recent_activity: Vec<(f64, f64)>,
     #[serde(skip)]

@@ -26,6 +26,7 @@ fn activity(cpu: &[(u32, f64)], probe: &[(u32, f64)]) -> ActivityInputs {
             .collect(),
         probe_timelines: HashMap::new(),
         window_seconds: 0.0,
+        timeline_lag_seconds: 0.0,
     }
 }
 

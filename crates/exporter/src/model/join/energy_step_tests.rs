@@ -139,6 +139,7 @@ impl<'a> Run<'a> {
         let activity = ActivityInputs {
             cpu_cores: cpu.iter().copied().collect(),
             window_seconds: 5.0,
+            timeline_lag_seconds: 0.0,
             ..Default::default()
         };
         let s = join(JoinInputs {

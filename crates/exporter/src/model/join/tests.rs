@@ -79,6 +79,7 @@ fn a_gpus_run_of_idle_readings_is_carried_from_sample_to_sample() {
     let activity = ActivityInputs {
         cpu_cores: [(7, 0.3)].into_iter().collect(),
         window_seconds: 5.0,
+        timeline_lag_seconds: 0.0,
         ..Default::default()
     };
     let mut previous: Option<Snapshot> = None;

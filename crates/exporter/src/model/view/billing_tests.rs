@@ -37,6 +37,7 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         bounds_only: None,
         lone_stretch: None,
         device_window: None,
+        figure_window: None,
         recent_activity: Vec::new(),
         shares: HashMap::new(),
     }

@@ -37,7 +37,7 @@ const SILENT_AFTER: Duration = Duration::from_secs(3);
 const FORGET_AFTER: Duration = Duration::from_secs(30);
 /// Timelines are read this far behind a process's latest report: kernels still running when
 /// it flushed its records arrive a report or two later.
-const TIMELINE_LAG: Duration = Duration::from_secs(2);
+pub const TIMELINE_LAG: Duration = Duration::from_secs(2);
 /// A timeline is used only if its process reported this recently (it reports every second).
 const TIMELINE_FRESH: Duration = Duration::from_millis(1500);
 /// A throttled probe's busy ratio needs at least this much traced time in the window.
