@@ -83,3 +83,65 @@ fn floors_and_ceilings_bound_each_tenant_of_a_contended_millisecond() {
     let side = timeline_shares(&probed, &[&a, &b], &[], true).unwrap();
     assert!(close(side[0].1.ceiling, 1.0) && close(side[0].1.floor_own, 0.35));
 }
+
+#[test]
+fn solo_estimates_that_miss_alone_are_scaled_where_the_millisecond_is_shared() {
+    // A ran 100 ms alone, its solo estimates explaining 0.8 of them (kernels of one shape
+    // whose durations differ: the estimate near the fastest misses the long runs); B ran 100
+    // ms alone at half a millisecond each, estimates exact. Then 100 ms shared, each covering
+    // them whole with solo parts of 0.4.
+    let mut a = ProbeTimeline::default();
+    let mut b = ProbeTimeline::default();
+    let push = |t: &mut ProbeTimeline, c: f64, s: f64| {
+        t.covered.push(c);
+        t.solo.push(s);
+        t.traced.push(true);
+    };
+    for _ in 0..100 {
+        push(&mut a, 1.0, 0.8);
+        push(&mut b, 0.0, 0.0);
+    }
+    for _ in 0..100 {
+        push(&mut a, 0.0, 0.0);
+        push(&mut b, 0.5, 0.5);
+    }
+    for _ in 0..100 {
+        push(&mut a, 1.0, 0.4);
+        push(&mut b, 1.0, 0.4);
+    }
+    let close = |x: f64, y: f64| (x - y).abs() < 1e-9;
+    let scales = lone_scales(&[&a, &b]);
+    assert!(
+        close(scales[0], 1.25) && close(scales[1], 1.0),
+        "{scales:?}"
+    );
+    let stages = timeline_shares(&[(1, 0.8), (2, 0.5)], &[&a, &b], &[], false).unwrap();
+    let (sa, sb) = (stages[0].1, stages[1].1);
+    // A: 100 ms alone, and 0.4 × 1.25 of each shared one; B keeps its 0.4.
+    assert!(close(sa.share, 0.5) && close(sa.lone_scale, 1.25), "{sa:?}");
+    assert!(close(sb.share, 0.3) && close(sb.lone_scale, 1.0), "{sb:?}");
+    assert!(close(sa.own_by_solo, 140.0 / 300.0), "{sa:?}");
+    assert!(sa.floor_own <= sa.share && sa.share <= sa.ceiling, "{sa:?}");
+    // Scaled parts that overrun the millisecond are fitted back into it.
+    let mut c = a.clone();
+    c.solo[200..].iter_mut().for_each(|s| *s = 0.7);
+    let stages = timeline_shares(&[(1, 0.8), (2, 0.5)], &[&c, &b], &[], false).unwrap();
+    let per_ms = 0.875 / (0.875 + 0.4);
+    assert!(close(stages[0].1.share, (100.0 + 100.0 * per_ms) / 300.0));
+    // Too little time alone says nothing; nor is anything scaled under MPS.
+    let short = ProbeTimeline {
+        covered: a.covered[60..].to_vec(),
+        solo: a.solo[60..].to_vec(),
+        traced: a.traced[60..].to_vec(),
+        floor: Vec::new(),
+    };
+    let b_short = ProbeTimeline {
+        covered: b.covered[60..].to_vec(),
+        solo: b.solo[60..].to_vec(),
+        traced: b.traced[60..].to_vec(),
+        floor: Vec::new(),
+    };
+    assert_eq!(lone_scales(&[&short, &b_short]), vec![1.0, 1.0]);
+    let side = timeline_shares(&[(1, 0.8), (2, 0.5)], &[&a, &b], &[], true).unwrap();
+    assert!(close(side[0].1.lone_scale, 1.0));
+}
