@@ -327,8 +327,12 @@ def main():
     p.add_argument("--split", action="store_true", help="the time-sliced split's stages per read")
     p.add_argument("--forgers", action="store_true", help="the evidence against forged timelines")
     p.add_argument("--bounds", action="store_true", help="point figures and bounds per read")
+    p.add_argument("--lone-scale", action="store_true",
+                   help="the time-sliced point rule with and without the lone milliseconds' scale")
     a = p.parse_args()
-    if a.bounds:
+    if a.lone_scale:
+        evaluate_lone_scale(a.out_dir, a.estimators.split(",")[0])
+    elif a.bounds:
         evaluate_bounds(a.out_dir)
     elif a.forgers:
         evaluate_forgers(a.out_dir, a.estimators.split(",")[0])
@@ -339,6 +343,93 @@ def main():
     else:
         evaluate(a.out_dir, {k: MAKERS[k] for k in a.estimators.split(",")})
 
+
+
+def lone_scaled_split(lines, lo_ms, hi_ms):
+    """Per tenant over [lo_ms, hi_ms), in shares of the milliseconds every timeline traced: the
+    time-sliced point rule as it was (`base`) and with each tenant's solo parts in a shared
+    millisecond scaled by its covered over its solo time where it alone covered one (`scaled`,
+    src/model/compute/timeslice.rs, `lone_scales`), and those scales."""
+    n = len(lines)
+    ms, covered, solo = [], [0.0] * n, [0.0] * n
+    for b in range(lo_ms, hi_ms):
+        if not all(tr(b) for _, tr in lines):
+            continue
+        cov = [tl[b][0] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        so = [min(tl[b][1] / BUCKET, cov[i]) if b in tl else 0.0 for i, (tl, _) in enumerate(lines)]
+        ms.append((cov, so))
+        alone = [i for i in range(n) if cov[i] > 0]
+        if len(alone) == 1:
+            covered[alone[0]] += cov[alone[0]]
+            solo[alone[0]] += so[alone[0]]
+    scale = [min(1.5, max(1.0, covered[i] / solo[i])) if covered[i] >= 50 and solo[i] > 0 else 1.0
+             for i in range(n)]
+    base, scaled = [0.0] * n, [0.0] * n
+    for cov, so in ms:
+        cs, ss = sum(cov), sum(so)
+        adj = [min(cov[i], so[i] * scale[i]) for i in range(n)]
+        sa = sum(adj)
+        for i in range(n):
+            if cov[i] <= 0:
+                continue
+            if cs - cov[i] > 0 and cs > 1.0:
+                base[i] += so[i] / max(ss, 1.0)
+                scaled[i] += adj[i] / max(sa, 1.0)
+            else:
+                base[i] += cov[i]
+                scaled[i] += cov[i]
+    common = len(ms)
+    return ([x / common for x in base], [x / common for x in scaled], scale) if common else None
+
+
+def evaluate_lone_scale(out_dir, make_name):
+    """Each time-sliced draw whose tenants' logs all came back, per read over the window
+    tessera published (`figure_window`, run 17 on), by kind: the point rule with and without
+    the lone milliseconds' scale against the requests' truth over that window."""
+    import glob
+    make = MAKERS[make_name]
+    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "ts-*"))}
+    cache, res = {}, collections.defaultdict(lambda: ([], []))
+    for line in open_corpus(out_dir):
+        d = json.loads(line)
+        if d.get("type") != "draw" or d.get("mode") != "ts":
+            continue
+        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
+        pids = [str(t["pid"]) for t in tens]
+        if not all(p in logs for p in pids):
+            continue
+        for p in pids:
+            if p not in cache:
+                tl, st, end = timelines_of(logs[p], make)
+                starts = [a for a, _ in st]
+
+                def traced(b, st=st, starts=starts):
+                    lo = b * BUCKET
+                    i = bisect.bisect_right(starts, lo) - 1
+                    return i >= 0 and lo + BUCKET <= st[i][1]
+                cache[p] = (tl, traced, end)
+        for r in d["reads"]:
+            w = next(iter(r["gpu"].values()), {}).get("window")
+            if not w:
+                continue
+            lo, hi = int(w[0] * 1000), int(w[1] * 1000)
+            if any(cache[p][2] < hi * BUCKET for p in pids):
+                continue
+            got = lone_scaled_split([cache[p][:2] for p in pids], lo, hi)
+            if not got:
+                continue
+            for i, t in enumerate(tens):
+                truth = sum(k for m, k in t.get("reqs") or [] if w[0] <= m < w[1]) / 1000 / (w[1] - w[0])
+                if t.get("liar") or truth <= 0:
+                    continue
+                for j in (0, 1):
+                    res[t["kind"]][j].append((got[j][i] - truth) / truth)
+    for kind, runs in sorted(res.items()):
+        for name, v in zip(("base", "scaled"), runs):
+            v = sorted(v)
+            ok = sum(1 for x in v if abs(x) <= 0.10)
+            print(f"ts {kind:10s} {name:7s} n {len(v):4d} median {100 * v[len(v) // 2]:+6.1f} %  "
+                  f"within 10 %: {ok}/{len(v)}")
 
 
 def timelines_of(path, make):
