@@ -9,7 +9,7 @@
 # data with the commit). TESSERA / PROBE override the builds' paths.
 # Issue 42: CLASSES=light|heavy|light,heavy (default light, runs 1-11's corpus), MODES=ts|mps|ts,mps,
 # ALONE=1 (each heavy kind alone with records on, first), RECORD_LOG=1 (every tenant's kernel
-# records into records.tar.xz), GPU=N (this GPU only, with its own tessera port, probe socket,
+# records into records.tar.xz, packed after the budget: leave ~30 s for it), GPU=N (this GPU only, with its own tessera port, probe socket,
 # folders and MPS daemon: several runs side by side on one host, each with its own OUT).
 # Writes to $OUT: corpus.jsonl (header with seed, commit, plan; calibration; every draw with
 # every read; footer with failures and draws not run), logs.tgz, summary.txt (analyze.py).
@@ -40,6 +40,10 @@ timeout -k 10 $(( ${BUDGET:-500} + 40 )) python3 "$ROOT/lab/device/corpus/driver
   --classes "${CLASSES:-light}" --modes "${MODES:-ts,mps}" ${GPU:+--gpu "$GPU"} ${ALONE:+--alone} \
   ${RECORD_LOG:+--record-log} 2> "$OUT/driver.log"
 echo "driver exit $?"
+# Packed outside the driver's timeout, on every core (run 17's, packed inside it, was cut short).
+if [ -n "${RECORD_LOG:-}" ] && [ -d "/tmp/corpus-run$SUFFIX/rec" ]; then
+  tar cf - -C "/tmp/corpus-run$SUFFIX" rec | xz -T0 -6 > "$OUT/records.tar.xz"
+fi
 # A driver cut off by the timeout leaves its tenants (each in its own session): end them by pid.
 while read -r pid; do kill -- -"$pid" 2>/dev/null; done < /tmp/corpus-run$SUFFIX/pids 2>/dev/null
 # Whatever the driver left, MPS must not outlive the call.

@@ -11,8 +11,9 @@
 //!   these by solo estimates lost the estimates' error every time: the short, light tenants
 //!   of an inference service read 20–26 % low on the H100, docs/validation.md);
 //! * past the millisecond, spans overlap: a kernel was stretched over another's slice. Each
-//!   process gets what its kernels' solo durations explain, scaled to fit when they add up
-//!   past the millisecond. The rest went to switching and is nobody's.
+//!   process gets what its kernels' solo durations explain (times what its estimates missed
+//!   where it ran alone, [`lone_scales`]), scaled to fit when they add up past the
+//!   millisecond. The rest went to switching and is nobody's.
 //!
 //! A kernel longer than a slice covers whole milliseconds while other tenants' kernels run
 //! inside them, and between those kernels it holds the context switches and the slices others
