@@ -329,8 +329,12 @@ def main():
     p.add_argument("--bounds", action="store_true", help="point figures and bounds per read")
     p.add_argument("--lone-scale", action="store_true",
                    help="the time-sliced point rule with and without the lone milliseconds' scale")
+    p.add_argument("--deficit", action="store_true",
+                   help="each tenant's unexplained share, honest and forged 0.8x / 1.2x")
     a = p.parse_args()
-    if a.lone_scale:
+    if a.deficit:
+        evaluate_deficit(a.out_dir, a.estimators.split(",")[0])
+    elif a.lone_scale:
         evaluate_lone_scale(a.out_dir, a.estimators.split(",")[0])
     elif a.bounds:
         evaluate_bounds(a.out_dir)
@@ -380,6 +384,74 @@ def lone_scaled_split(lines, lo_ms, hi_ms):
                 scaled[i] += cov[i]
     common = len(ms)
     return ([x / common for x in base], [x / common for x in scaled], scale) if common else None
+
+
+def tenant_deficit(lines, lo_ms, hi_ms):
+    """Per tenant over [lo_ms, hi_ms): of the milliseconds it covered (every timeline traced),
+    the share no tenant's solo parts explain, max covered less the solo parts' sum, weighted by
+    that max. A forger that scales its whole timeline down leaves its co-tenants' stretched
+    spans less explained, in the milliseconds it shares with them."""
+    n = len(lines)
+    deficit, weight = [0.0] * n, [0.0] * n
+    for b in range(lo_ms, hi_ms):
+        if not all(tr(b) for _, tr in lines):
+            continue
+        cov = [tl[b][0] / BUCKET if b in tl else 0.0 for tl, _ in lines]
+        so = [min(tl[b][1] / BUCKET, cov[i]) if b in tl else 0.0 for i, (tl, _) in enumerate(lines)]
+        top = max(cov)
+        if top <= 0:
+            continue
+        for i in range(n):
+            if cov[i] > 0:
+                deficit[i] += max(0.0, top - sum(so))
+                weight[i] += top
+    return [d / w if w else None for d, w in zip(deficit, weight)]
+
+
+def evaluate_deficit(out_dir, make_name):
+    """For each time-sliced draw whose tenants' logs all came back, per read over the published
+    window: each tenant's deficit as it ran, and again with it forged 0.8x and 1.2x as the
+    corpus's relay forges (`forged`). A lie that reads past every honest co-tenant's deficit in
+    the same read is one a check could catch."""
+    import glob
+    make = MAKERS[make_name]
+    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "ts-*"))}
+    cache = {}
+    for line in open_corpus(out_dir):
+        d = json.loads(line)
+        if d.get("type") != "draw" or d.get("mode") != "ts":
+            continue
+        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
+        pids = [str(t["pid"]) for t in tens]
+        if len(pids) < 2 or not all(p in logs for p in pids):
+            continue
+        for p in pids:
+            if p not in cache:
+                tl, st, end = timelines_of(logs[p], make)
+                starts = [a for a, _ in st]
+
+                def traced(b, st=st, starts=starts):
+                    lo = b * BUCKET
+                    i = bisect.bisect_right(starts, lo) - 1
+                    return i >= 0 and lo + BUCKET <= st[i][1]
+                cache[p] = (tl, traced, end)
+        print("==", d["draw"], " ".join(t["kind"] for t in tens))
+        for r in d["reads"]:
+            w = next(iter(r["gpu"].values()), {}).get("window")
+            if not w:
+                continue
+            lo, hi = int(w[0] * 1000), int(w[1] * 1000)
+            if any(cache[p][2] < hi * BUCKET for p in pids):
+                continue
+            lines = [cache[p][:2] for p in pids]
+            honest = tenant_deficit(lines, lo, hi)
+            lies = []
+            for i, p in enumerate(pids):
+                for f in (0.8, 1.2):
+                    fl = list(lines)
+                    fl[i] = (forged(cache[p][0], f), lines[i][1])
+                    lies.append(f"{tens[i]['kind']}x{f}:{tenant_deficit(fl, lo, hi)[i]:.3f}")
+            print("   honest", " ".join(f"{x:.3f}" if x is not None else "-" for x in honest), "| forged", " ".join(lies))
 
 
 def evaluate_lone_scale(out_dir, make_name):
