@@ -427,14 +427,7 @@ def evaluate_deficit(out_dir, make_name):
             continue
         for p in pids:
             if p not in cache:
-                tl, st, end = timelines_of(logs[p], make)
-                starts = [a for a, _ in st]
-
-                def traced(b, st=st, starts=starts):
-                    lo = b * BUCKET
-                    i = bisect.bisect_right(starts, lo) - 1
-                    return i >= 0 and lo + BUCKET <= st[i][1]
-                cache[p] = (tl, traced, end)
+                cache[p] = cached_line(logs[p], make)
         print("==", d["draw"], " ".join(t["kind"] for t in tens))
         for r in d["reads"]:
             w = next(iter(r["gpu"].values()), {}).get("window")
@@ -472,14 +465,7 @@ def evaluate_lone_scale(out_dir, make_name):
             continue
         for p in pids:
             if p not in cache:
-                tl, st, end = timelines_of(logs[p], make)
-                starts = [a for a, _ in st]
-
-                def traced(b, st=st, starts=starts):
-                    lo = b * BUCKET
-                    i = bisect.bisect_right(starts, lo) - 1
-                    return i >= 0 and lo + BUCKET <= st[i][1]
-                cache[p] = (tl, traced, end)
+                cache[p] = cached_line(logs[p], make)
         for r in d["reads"]:
             w = next(iter(r["gpu"].values()), {}).get("window")
             if not w:
@@ -502,6 +488,23 @@ def evaluate_lone_scale(out_dir, make_name):
             ok = sum(1 for x in v if abs(x) <= 0.10)
             print(f"ts {kind:10s} {name:7s} n {len(v):4d} median {100 * v[len(v) // 2]:+6.1f} %  "
                   f"within 10 %: {ok}/{len(v)}")
+
+
+def traced_in(stretches):
+    """Whether millisecond `b` (unix) lies wholly inside one of the traced stretches."""
+    starts = [a for a, _ in stretches]
+
+    def traced(b):
+        lo = b * BUCKET
+        i = bisect.bisect_right(starts, lo) - 1
+        return i >= 0 and lo + BUCKET <= stretches[i][1]
+    return traced
+
+
+def cached_line(path, make):
+    """A log's timeline, whether each millisecond was traced, and where its records end."""
+    tl, st, end = timelines_of(path, make)
+    return tl, traced_in(st), end
 
 
 def timelines_of(path, make):
@@ -565,14 +568,7 @@ def evaluate_split(out_dir, make_name):
             continue
         for p in pids:
             if p not in cache:
-                tl, st, end = timelines_of(logs[p], make)
-                starts = [a for a, _ in st]
-
-                def traced(b, st=st, starts=starts):
-                    lo = b * BUCKET
-                    i = bisect.bisect_right(starts, lo) - 1
-                    return i >= 0 and lo + BUCKET <= st[i][1]
-                cache[p] = (tl, traced, end)
+                cache[p] = cached_line(logs[p], make)
         lines = [cache[p][:2] for p in pids]
         for r in d["reads"]:
             t = r["t"]
@@ -653,14 +649,7 @@ def evaluate_forgers(out_dir, make_name, factors=(0.5, 0.8, 1.2, 1.5)):
             continue
         for p in pids:
             if p not in cache:
-                tl, st, end = timelines_of(logs[p], make)
-                starts = [a for a, _ in st]
-
-                def traced(b, st=st, starts=starts):
-                    lo = b * BUCKET
-                    i = bisect.bisect_right(starts, lo) - 1
-                    return i >= 0 and lo + BUCKET <= st[i][1]
-                cache[p] = (tl, traced, end)
+                cache[p] = cached_line(logs[p], make)
         for r in d["reads"]:
             hi = int((r["t"] - LAG - OFFSET) * 1000)
             lo = hi - int(WINDOW * 1000)
@@ -771,15 +760,8 @@ def evaluate_bounds(out_dir, point="ctx2-band", floor="ctx2-fastest"):
             continue
         for p in pids:
             if p not in cache:
-                tl, st, end = timelines_of(logs[p], MAKERS[point])
                 fl, _, _ = timelines_of(logs[p], MAKERS[floor])
-                starts = [a for a, _ in st]
-
-                def traced(b, st=st, starts=starts):
-                    lo = b * BUCKET
-                    i = bisect.bisect_right(starts, lo) - 1
-                    return i >= 0 and lo + BUCKET <= st[i][1]
-                cache[p] = (tl, traced, end, fl)
+                cache[p] = cached_line(logs[p], MAKERS[point]) + (fl,)
         for r in d["reads"]:
             hi = int((r["t"] - LAG - OFFSET) * 1000)
             lo = hi - int(WINDOW * 1000)
