@@ -22,6 +22,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::figures::{DisputeReason, WideFigure};
+use super::timeslice::lone_time;
 use crate::model::compute::{
     DeviceCompute, DeviceSplit, ProbeReading, ProbeTimeline, ProcessShare, SplitMethod, IDLE_SHARE,
     NVML_BOOKED, QUIET_CPU_CORES,
@@ -467,22 +468,10 @@ fn lone_stretch(candidates: &[u32], d: &DeviceCompute<'_>) -> Option<(f64, f64)>
         .iter()
         .map(|pid| d.activity.probe_timelines.get(pid))
         .collect::<Option<Vec<&ProbeTimeline>>>()?;
-    let len = lines.iter().map(|l| l.covered.len()).min().unwrap_or(0);
-    let (mut covered, mut solo, mut common) = (0.0, 0.0, 0usize);
-    for k in 0..len {
-        let ok = lines
-            .iter()
-            .all(|l| l.traced.get(k) == Some(&true) && l.solo.len() > k);
-        if !ok {
-            continue;
-        }
-        common += 1;
-        let mut by = lines.iter().filter(|l| l.covered[k] > 0.0);
-        if let (Some(one), None) = (by.next(), by.next()) {
-            covered += one.covered[k];
-            solo += one.solo[k].min(one.covered[k]).max(0.0);
-        }
-    }
+    let lone = lone_time(&lines);
+    let covered: f64 = lone.covered.iter().sum();
+    let solo: f64 = lone.solo.iter().sum();
+    let common = lone.common;
     (covered >= MIN_ALONE_MS).then(|| {
         let unexplained = covered - solo;
         (unexplained / covered, unexplained / common as f64)

@@ -316,19 +316,10 @@ pub fn timeline_shares(
 /// windows), scaled −1.5 %; a GEMM stream and CUDA-graph encoders read 1.01–1.15 and moved
 /// under a per cent, an eager encoder 1.16 (+4.1 % to +8.7 %).
 pub fn lone_scales(lines: &[&ProbeTimeline]) -> Vec<f64> {
-    let len = lines.iter().map(|l| l.covered.len()).min().unwrap_or(0);
-    let (mut covered, mut solo) = (vec![0.0; lines.len()], vec![0.0; lines.len()]);
-    for k in (0..len).filter(|k| lines.iter().all(|l| l.traced.get(*k) == Some(&true))) {
-        let mut by = lines.iter().enumerate().filter(|(_, l)| l.covered[k] > 0.0);
-        if let (Some((i, one)), None) = (by.next(), by.next()) {
-            let c = one.covered[k];
-            covered[i] += c;
-            solo[i] += one.solo.get(k).copied().unwrap_or(0.0).min(c).max(0.0);
-        }
-    }
-    covered
+    let lone = lone_time(lines);
+    lone.covered
         .iter()
-        .zip(&solo)
+        .zip(&lone.solo)
         .map(|(c, s)| {
             if *c < MIN_LONE_COVERED_MS || *s <= 0.0 {
                 1.0
@@ -337,6 +328,44 @@ pub fn lone_scales(lines: &[&ProbeTimeline]) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+/// Time the timelines show each process running alone, in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoneTime {
+    /// Per timeline, its covered time in the milliseconds it alone covered.
+    pub covered: Vec<f64>,
+    /// Of that, what its solo parts explain.
+    pub solo: Vec<f64>,
+    /// The milliseconds every timeline traced, the ones alone among them.
+    pub common: usize,
+}
+
+/// Over the milliseconds every timeline traced, those exactly one covered: its covered time
+/// there and what its solo parts explain, per timeline.
+pub fn lone_time(lines: &[&ProbeTimeline]) -> LoneTime {
+    let len = lines.iter().map(|l| l.covered.len()).min().unwrap_or(0);
+    let mut out = LoneTime {
+        covered: vec![0.0; lines.len()],
+        solo: vec![0.0; lines.len()],
+        common: 0,
+    };
+    for k in 0..len {
+        let traced = lines
+            .iter()
+            .all(|l| l.traced.get(k) == Some(&true) && l.solo.len() > k);
+        if !traced {
+            continue;
+        }
+        out.common += 1;
+        let mut by = lines.iter().enumerate().filter(|(_, l)| l.covered[k] > 0.0);
+        if let (Some((i, one)), None) = (by.next(), by.next()) {
+            let c = one.covered[k];
+            out.covered[i] += c;
+            out.solo[i] += one.solo[k].min(c).max(0.0);
+        }
+    }
+    out
 }
 
 /// Time-slicing runs one context at a time, so in a millisecond the tenants' solo parts add
