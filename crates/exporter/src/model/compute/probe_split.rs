@@ -89,15 +89,7 @@ pub(super) fn split_by_probes(
         }
         None => probed,
     };
-    let common = |k: usize| {
-        candidates.iter().all(|pid| {
-            d.activity
-                .probe_timelines
-                .get(pid)
-                .is_some_and(|t| t.traced.get(k) == Some(&true))
-        })
-    };
-    let bounds = bounds(&spans, &out.probe_stages, candidates, d, &common);
+    let bounds = bounds(&spans, &out.probe_stages, candidates, d);
     // The claims cover the probes' window: so must the device's figure they are fitted to.
     // One NVML reading is a snapshot of the last ~167 ms, and capping five seconds of bursty
     // tenants to it doubled the time-sliced figures' error on the H100 corpus (runs 5–8: 0.0066
@@ -253,32 +245,31 @@ const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processe
 /// 0.06 apart on average, where spans alone ran 60–80 % past it.
 ///
 /// Where the common milliseconds are a sample of the window (a probe tracing in duty cycles),
-/// both sides widen by the sample's margin ([`sampling`](super::sampling)); a sample too thin to
-/// give one gives no bounds. Without timelines only the spans bound it, from above.
+/// each side widens by its own sampling margin ([`ProbeStages::floor_margin`],
+/// [`sampling`](super::sampling)); a sample too thin to give one gives no bounds. Without timelines only the spans bound it, from above.
 fn bounds(
     spans: &[(u32, f64)],
     stages: &BTreeMap<u32, ProbeStages>,
     candidates: &[u32],
     d: &DeviceCompute<'_>,
-    common: &dyn Fn(usize) -> bool,
 ) -> HashMap<u32, (Option<f64>, Option<f64>)> {
     let any_sampled = candidates.iter().any(|pid| sampled(d, pid));
     spans
         .iter()
         .map(|(pid, span)| {
             let line = d.activity.probe_timelines.get(pid);
-            let margin = |t: &ProbeTimeline| {
-                if any_sampled {
-                    ratio_margin(t.covered.len(), common, |_| 1.0, |k| t.covered[k])
-                } else {
-                    Some(0.0)
-                }
-            };
             let pair = match (stages.get(pid), line) {
-                (Some(s), Some(t)) => margin(t).map(|m| {
-                    let upper = (s.ceiling + m).clamp(0.0, 1.0);
-                    ((s.floor_own - m).clamp(0.0, upper), upper)
-                }),
+                (Some(s), Some(_)) => {
+                    let margins = if any_sampled {
+                        s.floor_margin.zip(s.ceiling_margin)
+                    } else {
+                        Some((0.0, 0.0))
+                    };
+                    margins.map(|(below, above)| {
+                        let upper = (s.ceiling + above).clamp(0.0, 1.0);
+                        ((s.floor_own - below).clamp(0.0, upper), upper)
+                    })
+                }
                 _ if sampled(d, pid) => line
                     .and_then(|t| {
                         let traced = |k: usize| t.traced.get(k) == Some(&true);

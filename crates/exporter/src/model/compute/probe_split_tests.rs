@@ -337,6 +337,76 @@ fn light_beside(bursty: &[f64]) -> ProbeTimeline {
 }
 
 #[test]
+fn a_sampled_tenants_bounds_widen_by_their_own_margins_not_its_coverages() {
+    // A tenant whose kernels outlast time slices covers whole milliseconds in bursts of
+    // 30-120 ms, its solo durations explaining 0.3 of each; its probe traces half the 20-ms
+    // slots. Beside a steady tenant at 0.6, its floor and ceiling are 0.3 and 0.4 of each
+    // millisecond it covered, so their sampling error is that share of its coverage's. The
+    // rule before widened both by the coverage's margin: more than twice what they can miss.
+    use crate::model::compute::sampling::ratio_margin;
+    let len = 5000;
+    let traced: Vec<bool> = (0..len).map(|k| (k / 20) % 2 == 0).collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as usize
+    };
+    let mut covered = vec![0.0; len];
+    let mut t = next() % 100;
+    while t < len {
+        let dur = 30 + next() % 90;
+        for c in covered.iter_mut().skip(t).take(dur) {
+            *c = 1.0;
+        }
+        t += dur + next() % 200;
+    }
+    let bursty = ProbeTimeline {
+        solo: covered.iter().map(|c| c * 0.3).collect(),
+        covered: covered.clone(),
+        traced: traced.clone(),
+        floor: Vec::new(),
+    };
+    let steady_beside = ProbeTimeline {
+        covered: vec![0.6; len],
+        solo: vec![0.6; len],
+        traced: vec![true; len],
+        floor: Vec::new(),
+    };
+    let spans = covered.iter().sum::<f64>() / len as f64;
+    let s = run_traced(
+        0.9,
+        false,
+        &[(spans, bursty), (0.6, steady_beside)],
+        &[Some(0.5)],
+    );
+    let stages = s.probe_stages.get(&1).copied().expect("its stages");
+    let (below, above) = (
+        stages.floor_margin.expect("a floor margin"),
+        stages.ceiling_margin.expect("a ceiling margin"),
+    );
+    let sh = s.share_of(1);
+    let (lo, hi) = (sh.lower.expect("floor"), sh.upper.expect("ceiling"));
+    assert!(
+        (stages.floor_own - below - lo).abs() < 1e-9,
+        "{lo} {stages:?}"
+    );
+    assert!(
+        (stages.ceiling + above - hi).abs() < 1e-9,
+        "{hi} {stages:?}"
+    );
+    let coverage = ratio_margin(len, |k| traced[k], |_| 1.0, |k| covered[k]).expect("margin");
+    assert!(
+        below < 0.5 * coverage && above < 0.5 * coverage && below > 0.0,
+        "margins {below} / {above} against the coverage's {coverage}"
+    );
+    // Still around what its solo durations explain over the whole window.
+    let whole = 0.3 * spans;
+    assert!(lo <= whole && whole <= hi, "{lo} / {hi} around {whole}");
+}
+
+#[test]
 fn under_mps_a_sampled_tenant_is_filled_up_to_its_spans_not_its_margin() {
     // A sampled client (half the 20-ms slots traced) covering 0.3 of its traced milliseconds in
     // bursts, its solo estimates explaining 0.2; a steady client traced in full. The device is
