@@ -327,6 +327,8 @@ def main():
     p.add_argument("--split", action="store_true", help="the time-sliced split's stages per read")
     p.add_argument("--forgers", action="store_true", help="the evidence against forged timelines")
     p.add_argument("--bounds", action="store_true", help="point figures and bounds per read")
+    p.add_argument("--margins", action="store_true",
+                   help="a sampled draw's bounds widened by the coverage's margin or by their own")
     p.add_argument("--lone-scale", action="store_true",
                    help="the time-sliced point rule with and without the lone milliseconds' scale")
     p.add_argument("--deficit", action="store_true",
@@ -337,7 +339,11 @@ def main():
     elif a.lone_scale:
         evaluate_lone_scale(a.out_dir, a.estimators.split(",")[0])
     elif a.bounds:
-        evaluate_bounds(a.out_dir)
+        import replay_bounds
+        replay_bounds.evaluate_bounds(a.out_dir)
+    elif a.margins:
+        import replay_bounds
+        replay_bounds.evaluate_margins(a.out_dir)
     elif a.forgers:
         evaluate_forgers(a.out_dir, a.estimators.split(",")[0])
     elif a.split:
@@ -676,116 +682,6 @@ def evaluate_forgers(out_dir, make_name, factors=(0.5, 0.8, 1.2, 1.5)):
                 print(f"   forged x{f}: {len(v)} reads, median {v[len(v) // 2]:.3f}; past the honest 98th "
                       f"({q:.3f}) in {caught}" if q == h[len(h) * 49 // 50] else
                       f"   forged x{f}: past the honest max ({q:.3f}) in {caught}")
-
-
-
-def bounds_window(lines, floors, lo_ms, hi_ms):
-    """Per tenant over [lo_ms, hi_ms): (own, lower, upper) in shares of the common milliseconds.
-    `own`: a lone millisecond is its coverage, a contended one its solo share (the point rule);
-    `lower`: the same from the floor solos (each kernel at most its estimate); `upper`: in a
-    contended millisecond, its coverage less what the others' floor solos must have run there,
-    never below its own solo."""
-    n = len(lines)
-    out = [[0.0, 0.0, 0.0] for _ in range(n)]
-    common = 0
-    for b in range(lo_ms, hi_ms):
-        if not all(tr(b) for _, tr in lines):
-            continue
-        common += 1
-        cov = [tl[b][0] / BUCKET if b in tl else 0.0 for tl, _ in lines]
-        solo = [tl[b][1] / BUCKET if b in tl else 0.0 for tl, _ in lines]
-        flo = [min(fl[b][1] / BUCKET, solo[i]) if b in fl else 0.0 for i, fl in enumerate(floors)]
-        cs, ss, fs = sum(cov), sum(solo), sum(flo)
-        for i in range(n):
-            c = cov[i]
-            if c <= 0:
-                continue
-            o = out[i]
-            if cs - c > 0:
-                o[0] += c if cs <= 1.0 else solo[i] / max(ss, 1.0)
-                o[1] += flo[i] / max(fs, 1.0)
-                o[2] += min(c, max(solo[i], 1.0 - (fs - flo[i])))
-            else:
-                # Alone in the millisecond: the floor leaves out what a hidden tenant could
-                # have run inside its span (as src/model/compute/timeslice.rs does).
-                o[0] += c
-                o[1] += flo[i]
-                o[2] += c
-    return [[v / common for v in o] for o in out] if common else None, common
-
-
-def clocks(out_dir):
-    """(unix time, SM MHz) from the run's clocks.csv (nvidia-smi's local timestamps: UTC there),
-    and the calibration's median clock (before the first draw)."""
-    import datetime
-    path = os.path.join(out_dir, "l", "logs", "clocks.csv")
-    rows = []
-    if os.path.exists(path):
-        for line in open(path):
-            p = [x.strip() for x in line.split(",")]
-            try:
-                t = datetime.datetime.strptime(p[0], "%Y/%m/%d %H:%M:%S.%f").replace(
-                    tzinfo=datetime.timezone.utc).timestamp()
-                rows.append((t, float(p[2]), float(p[4])))
-            except (ValueError, IndexError):
-                pass
-    return rows
-
-
-def clock_factor(rows, lo, hi, calib_mhz):
-    """Calibration clock over the window's mean SM clock: a compute-bound kernel's time scales
-    by it (1 where unknown)."""
-    w = [r[1] for r in rows if lo <= r[0] < hi]
-    return calib_mhz / statistics.mean(w) if w and calib_mhz else 1.0
-
-
-def evaluate_bounds(out_dir, point="ctx2-band", floor="ctx2-fastest"):
-    import glob
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import analyze
-    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "*"))}
-    cache = {}
-    res = collections.defaultdict(list)
-    rows = clocks(out_dir)
-    draws = [json.loads(line) for line in open_corpus(out_dir)]
-    first = min((d["start"] for d in draws if d.get("type") == "draw"), default=0)
-    cal = [r[1] for r in rows if r[0] < first - 5 and r[2] > 50]
-    calib_mhz = statistics.median(cal) if cal else None
-    for d in draws:
-        if d.get("type") != "draw" or d.get("mode") == "alone":
-            continue
-        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
-        pids = [str(t["pid"]) for t in tens]
-        if not all(p in logs for p in pids):
-            continue
-        for p in pids:
-            if p not in cache:
-                fl, _, _ = timelines_of(logs[p], MAKERS[floor])
-                cache[p] = cached_line(logs[p], MAKERS[point]) + (fl,)
-        for r in d["reads"]:
-            hi = int((r["t"] - LAG - OFFSET) * 1000)
-            lo = hi - int(WINDOW * 1000)
-            if any(cache[p][2] < hi * BUCKET for p in pids):
-                continue
-            out, common = bounds_window([cache[p][:2] for p in pids], [cache[p][3] for p in pids], lo, hi)
-            if not out or common < 1000:
-                continue
-            k = clock_factor(rows, lo / 1000, hi / 1000, calib_mhz)
-            for ten, (own, low, up) in zip(tens, out):
-                truth = analyze.read_truth(ten, r["t"], sampled=True)
-                if ten.get("liar") or not truth or truth < 0.02:
-                    continue
-                res[ten["kind"]].append((truth, own, low, up))
-                res[ten["kind"] + " (clock-corrected truth)"].append((truth * k, own, low, up))
-    print("calibration clock", calib_mhz)
-    for kind, v in sorted(res.items()):
-        inside = sum(1 for t, o, l, u in v if l - 0.01 <= t <= u + 0.01)
-        below = sum(1 for t, o, l, u in v if t < l - 0.01)
-        width = sum(u - l for t, o, l, u in v) / len(v)
-        acc = sum(1 for t, o, l, u in v if abs(o - t) <= 0.1 * t)
-        print(f"{kind}: {len(v)} reads; point within 10 %: {acc}; bounds contain {inside} (truth below the floor in "
-              f"{below}), mean width {width:.3f}, mean floor/truth {sum(l / t for t, o, l, u in v) / len(v):.3f}, "
-              f"ceiling/truth {sum(u / t for t, o, l, u in v) / len(v):.3f}")
 
 
 if __name__ == "__main__":
