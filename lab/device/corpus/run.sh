@@ -9,7 +9,7 @@
 # data with the commit). TESSERA / PROBE override the builds' paths.
 # Issue 42: CLASSES=light|heavy|light,heavy (default light, runs 1-11's corpus), MODES=ts|mps|ts,mps,
 # ALONE=1 (each heavy kind alone with records on, first), RECORD_LOG=1 (every tenant's kernel
-# records into records.tar.xz, packed after the budget: leave ~30 s for it), GPU=N (this GPU only, with its own tessera port, probe socket,
+# records into records.tar.xz, in 15 MiB parts past that, packed after the budget: leave ~30 s), GPU=N (this GPU only, with its own tessera port, probe socket,
 # folders and MPS daemon: several runs side by side on one host, each with its own OUT).
 # Writes to $OUT: corpus.jsonl (header with seed, commit, plan; calibration; every draw with
 # every read; footer with failures and draws not run), logs.tgz, summary.txt (analyze.py).
@@ -43,6 +43,11 @@ echo "driver exit $?"
 # Packed outside the driver's timeout, on every core (run 17's, packed inside it, was cut short).
 if [ -n "${RECORD_LOG:-}" ] && [ -d "/tmp/corpus-run$SUFFIX/rec" ]; then
   tar cf - -C "/tmp/corpus-run$SUFFIX" rec | xz -T0 -6 > "$OUT/records.tar.xz"
+  # No file over 16 MiB comes back from the device machine (run 20's did not): parts of 15 MiB
+  # do; `cat records.tar.xz.part-* > records.tar.xz` joins them.
+  if [ "$(stat -c %s "$OUT/records.tar.xz")" -gt $((15 << 20)) ]; then
+    split -b 15M -d "$OUT/records.tar.xz" "$OUT/records.tar.xz.part-" && rm "$OUT/records.tar.xz"
+  fi
 fi
 # A driver cut off by the timeout leaves its tenants (each in its own session): end them by pid.
 while read -r pid; do kill -- -"$pid" 2>/dev/null; done < /tmp/corpus-run$SUFFIX/pids 2>/dev/null
