@@ -329,6 +329,8 @@ def main():
     p.add_argument("--bounds", action="store_true", help="point figures and bounds per read")
     p.add_argument("--margins", action="store_true",
                    help="a sampled draw's bounds widened by the coverage's margin or by their own")
+    p.add_argument("--mps-lone", action="store_true",
+                   help="MPS clients' lone covered time over their raw estimates, and the figure scaled by it")
     p.add_argument("--lone-scale", action="store_true",
                    help="the time-sliced point rule with and without the lone milliseconds' scale")
     p.add_argument("--deficit", action="store_true",
@@ -344,6 +346,9 @@ def main():
     elif a.margins:
         import replay_bounds
         replay_bounds.evaluate_margins(a.out_dir)
+    elif a.mps_lone:
+        import replay_mps
+        replay_mps.evaluate_mps_lone(a.out_dir)
     elif a.forgers:
         evaluate_forgers(a.out_dir, a.estimators.split(",")[0])
     elif a.split:
