@@ -246,7 +246,8 @@ const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processe
 ///
 /// Where the common milliseconds are a sample of the window (a probe tracing in duty cycles),
 /// each side widens by its own sampling margin ([`ProbeStages::floor_margin`],
-/// [`sampling`](super::sampling)); a sample too thin to give one gives no bounds. Without timelines only the spans bound it, from above.
+/// [`sampling`](super::sampling)); a sample too thin to give one gives no bounds. Without
+/// timelines only the spans bound it, from above.
 fn bounds(
     spans: &[(u32, f64)],
     stages: &BTreeMap<u32, ProbeStages>,

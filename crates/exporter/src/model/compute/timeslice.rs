@@ -117,14 +117,16 @@ pub struct ProbeStages {
     /// (time-slicing runs one context at a time), never below its own solo part: the upper
     /// bound. Under MPS, where kernels run side by side, its covered time.
     pub ceiling: f64,
-    /// How far `floor_own` and `ceiling` may be from the whole window's where the milliseconds
-    /// every tenant traced are a sample of it (a probe tracing in duty cycles): each bound's
-    /// own sampling margin ([`ratio_margin`] of its per-millisecond parts), 0 where every
-    /// millisecond was traced, `None` where the sample is too thin to give one. The bounds
-    /// widened by the coverage's margin before, which spans stretched by others' slices make
-    /// the widest of the three: on the H200 (issue 42's run 17 replayed over the published
-    /// windows, 99 reads of sampled draws) the same containment at 0.068 wide against 0.088.
+    /// How far `floor_own` may be from the whole window's where the milliseconds every tenant
+    /// traced are a sample of it (a probe tracing in duty cycles): [`ratio_margin`] of its own
+    /// per-millisecond parts, 0 where every millisecond was traced, `None` where the sample is
+    /// too thin to give one. The bounds widened by the coverage's margin before, and a span
+    /// stretched by others' slices varies far more from one millisecond to the next than what
+    /// its solo durations explain: on the H200 (issue 42, `replay.py --margins` over the
+    /// sampled reads of runs 17 and 22) widths 0.136 and 0.171 became 0.092 and 0.128, holding
+    /// the truth as often (44 of 44; 168 and 169 of 170).
     pub floor_margin: Option<f64>,
+    /// The same for `ceiling`: under MPS, where the ceiling is the covered time, the coverage's.
     pub ceiling_margin: Option<f64>,
     /// Its share: `own` over the milliseconds every tenant traced, the window all the
     /// timelines share.
