@@ -4,7 +4,8 @@ stages over each read's window beside the request-log truth (issue 42). Measurem
 shipped rules are the Rust code's; this is where estimators and rules are compared on real
 records before one is built.
 
-  replay.py RUN_OUT [--estimator fastest|band|median] [--draws heavy-ts-3,...]
+  replay.py RUN_OUT [--estimators ctx2-band,...] [--split | --forgers | --bounds | --margins |
+                    --mps-lone | --lone-scale | --deficit]
 
 RUN_OUT: a run's output folder (corpus.jsonl, records.tar.xz unpacked to rec/)."""
 import argparse
