@@ -425,75 +425,40 @@ def evaluate_deficit(out_dir, make_name):
     window: each tenant's deficit as it ran, and again with it forged 0.8x and 1.2x as the
     corpus's relay forges (`forged`). A lie that reads past every honest co-tenant's deficit in
     the same read is one a check could catch."""
-    import glob
     make = MAKERS[make_name]
-    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "ts-*"))}
-    cache = {}
-    for line in open_corpus(out_dir):
-        d = json.loads(line)
-        if d.get("type") != "draw" or d.get("mode") != "ts":
-            continue
-        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
-        pids = [str(t["pid"]) for t in tens]
-        if len(pids) < 2 or not all(p in logs for p in pids):
-            continue
-        for p in pids:
-            if p not in cache:
-                cache[p] = cached_line(logs[p], make)
-        print("==", d["draw"], " ".join(t["kind"] for t in tens))
-        for r in d["reads"]:
-            w = next(iter(r["gpu"].values()), {}).get("window")
-            if not w:
-                continue
-            lo, hi = int(w[0] * 1000), int(w[1] * 1000)
-            if any(cache[p][2] < hi * BUCKET for p in pids):
-                continue
-            lines = [cache[p][:2] for p in pids]
-            honest = tenant_deficit(lines, lo, hi)
-            lies = []
-            for i, p in enumerate(pids):
-                for f in (0.8, 1.2):
-                    fl = list(lines)
-                    fl[i] = (forged(cache[p][0], f), lines[i][1])
-                    lies.append(f"{tens[i]['kind']}x{f}:{tenant_deficit(fl, lo, hi)[i]:.3f}")
-            print("   honest", " ".join(f"{x:.3f}" if x is not None else "-" for x in honest), "| forged", " ".join(lies))
+    shown = None
+    for d, tens, cached, r, w, lo, hi in published_reads(out_dir, "ts", lambda p: cached_line(p, make)):
+        if shown is not d:
+            print("==", d["draw"], " ".join(t["kind"] for t in tens))
+            shown = d
+        lines = [c[:2] for c in cached]
+        honest = tenant_deficit(lines, lo, hi)
+        lies = []
+        for i, c in enumerate(cached):
+            for f in (0.8, 1.2):
+                fl = list(lines)
+                fl[i] = (forged(c[0], f), lines[i][1])
+                lies.append(f"{tens[i]['kind']}x{f}:{tenant_deficit(fl, lo, hi)[i]:.3f}")
+        print("   honest", " ".join(f"{x:.3f}" if x is not None else "-" for x in honest), "| forged", " ".join(lies))
 
 
 def evaluate_lone_scale(out_dir, make_name):
     """Each time-sliced draw whose tenants' logs all came back, per read over the window
     tessera published (`figure_window`, run 17 on), by kind: the point rule with and without
     the lone milliseconds' scale against the requests' truth over that window."""
-    import glob
     make = MAKERS[make_name]
-    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "ts-*"))}
-    cache, res = {}, collections.defaultdict(lambda: ([], []))
-    for line in open_corpus(out_dir):
-        d = json.loads(line)
-        if d.get("type") != "draw" or d.get("mode") != "ts":
+    res = collections.defaultdict(lambda: ([], []))
+    reads = published_reads(out_dir, "ts", lambda p: cached_line(p, make), min_tenants=1)
+    for d, tens, cached, r, w, lo, hi in reads:
+        got = lone_scaled_split([c[:2] for c in cached], lo, hi)
+        if not got:
             continue
-        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
-        pids = [str(t["pid"]) for t in tens]
-        if not all(p in logs for p in pids):
-            continue
-        for p in pids:
-            if p not in cache:
-                cache[p] = cached_line(logs[p], make)
-        for r in d["reads"]:
-            w = next(iter(r["gpu"].values()), {}).get("window")
-            if not w:
+        for i, t in enumerate(tens):
+            truth = window_truth(t, w)
+            if t.get("liar") or truth <= 0:
                 continue
-            lo, hi = int(w[0] * 1000), int(w[1] * 1000)
-            if any(cache[p][2] < hi * BUCKET for p in pids):
-                continue
-            got = lone_scaled_split([cache[p][:2] for p in pids], lo, hi)
-            if not got:
-                continue
-            for i, t in enumerate(tens):
-                truth = sum(k for m, k in t.get("reqs") or [] if w[0] <= m < w[1]) / 1000 / (w[1] - w[0])
-                if t.get("liar") or truth <= 0:
-                    continue
-                for j in (0, 1):
-                    res[t["kind"]][j].append((got[j][i] - truth) / truth)
+            for j in (0, 1):
+                res[t["kind"]][j].append((got[j][i] - truth) / truth)
     for kind, runs in sorted(res.items()):
         for name, v in zip(("base", "scaled"), runs):
             v = sorted(v)
@@ -517,6 +482,50 @@ def cached_line(path, make):
     """A log's timeline, whether each millisecond was traced, and where its records end."""
     tl, st, end = timelines_of(path, make)
     return tl, traced_in(st), end
+
+
+def published_reads(out_dir, mode, line_of, min_tenants=2):
+    """Every read of the run's `mode` draws ("ts", "mps") whose tenants (holders aside, at least
+    `min_tenants`) all left a record log, that tessera published a window for (`figure_window`,
+    run 17 on) and that the logs cover to its end: (draw, tenants, their lines, read, window,
+    first ms, end ms). `line_of(path)` reads a log once (its third item: where its records end)."""
+    import glob
+    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", mode + "-*"))}
+    cache = {}
+    for line in open_corpus(out_dir):
+        d = json.loads(line)
+        if d.get("type") != "draw" or d.get("mode") != mode:
+            continue
+        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
+        pids = [str(t["pid"]) for t in tens]
+        if len(pids) < min_tenants or not all(p in logs for p in pids):
+            continue
+        for p in pids:
+            if p not in cache:
+                cache[p] = line_of(logs[p])
+        for r in d["reads"]:
+            w = next(iter(r["gpu"].values()), {}).get("window")
+            if not w:
+                continue
+            lo, hi = int(w[0] * 1000), int(w[1] * 1000)
+            if any(cache[p][2] < hi * BUCKET for p in pids):
+                continue
+            yield d, tens, [cache[p] for p in pids], r, w, lo, hi
+
+
+def run_clocks(out_dir):
+    """The run's clock band (analyze.py's `Clocks`) from its calibration and footer."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import analyze
+    recs = [json.loads(line) for line in open_corpus(out_dir)]
+    calib = next(d for d in recs if d.get("type") == "calib")["calib"]
+    foot = next(d for d in recs if d.get("type") == "footer")
+    return analyze.Clocks(foot.get("clocks") or [], calib, 0)
+
+
+def window_truth(tenant, w):
+    """A tenant's kernel-time truth over window `w` from its request log."""
+    return sum(k for m, k in tenant.get("reqs") or [] if w[0] <= m < w[1]) / 1000 / (w[1] - w[0])
 
 
 def timelines_of(path, make):

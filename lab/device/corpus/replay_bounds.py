@@ -9,7 +9,8 @@ import os
 import statistics
 import sys
 
-from replay import BUCKET, LAG, MAKERS, OFFSET, WINDOW, cached_line, open_corpus, timelines_of
+from replay import (BUCKET, LAG, MAKERS, OFFSET, WINDOW, cached_line, open_corpus, published_reads,
+                    run_clocks, timelines_of, window_truth)
 
 
 def bounds_window(lines, floors, lo_ms, hi_ms):
@@ -175,44 +176,25 @@ def evaluate_margins(out_dir, point="ctx2-band", floor="ctx2-fastest"):
     sample of the published window (a probe tracing in duty cycles): per read, each honest
     tenant's floor and ceiling widened by the coverage's margin (the rule before 94effa8) and by
     their own, against the truth over the window and its clock band (analyze.py)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import analyze
-    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "ts-*"))}
-    cache, res = {}, collections.defaultdict(list)
-    draws = [json.loads(line) for line in open_corpus(out_dir)]
-    calib = next(d for d in draws if d.get("type") == "calib")["calib"]
-    foot = next(d for d in draws if d.get("type") == "footer")
-    clk = analyze.Clocks(foot.get("clocks") or [], calib, 0)
-    for d in draws:
-        if d.get("type") != "draw" or d.get("mode") != "ts":
+    clk = run_clocks(out_dir)
+    res = collections.defaultdict(list)
+
+    def line_of(path):
+        return cached_line(path, MAKERS[point]) + (timelines_of(path, MAKERS[floor])[0],)
+    for d, tens, cached, r, w, lo, hi in published_reads(out_dir, "ts", line_of):
+        rows = bound_parts([c[:2] for c in cached], [c[3] for c in cached], lo, hi)
+        common = [x for x in rows if x is not None]
+        if len(common) < 1000 or len(common) == len(rows):
             continue
-        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
-        pids = [str(t["pid"]) for t in tens]
-        if len(pids) < 2 or not all(p in logs for p in pids):
-            continue
-        for p in pids:
-            if p not in cache:
-                cache[p] = cached_line(logs[p], MAKERS[point]) + (timelines_of(logs[p], MAKERS[floor])[0],)
-        for r in d["reads"]:
-            w = next(iter(r["gpu"].values()), {}).get("window")
-            if not w:
+        for i, t in enumerate(tens):
+            truth = window_truth(t, w)
+            if t.get("liar") or truth < 0.02:
                 continue
-            lo, hi = int(w[0] * 1000), int(w[1] * 1000)
-            if any(cache[p][2] < hi * BUCKET for p in pids):
+            m = [ratio_margin([None if x is None else (1.0, x[i][j]) for x in rows]) for j in range(3)]
+            if None in m:
                 continue
-            rows = bound_parts([cache[p][:2] for p in pids], [cache[p][3] for p in pids], lo, hi)
-            common = [x for x in rows if x is not None]
-            if len(common) < 1000 or len(common) == len(rows):
-                continue
-            for i, t in enumerate(tens):
-                truth = sum(k for m, k in t.get("reqs") or [] if w[0] <= m < w[1]) / 1000 / (w[1] - w[0])
-                if t.get("liar") or truth < 0.02:
-                    continue
-                m = [ratio_margin([None if x is None else (1.0, x[i][j]) for x in rows]) for j in range(3)]
-                if None in m:
-                    continue
-                low, up = (sum(x[i][j] for x in common) / len(common) for j in (1, 2))
-                res[t["kind"]].append((truth, clk.band(t["kind"], truth, w[0], w[1]), low, up, m))
+            low, up = (sum(x[i][j] for x in common) / len(common) for j in (1, 2))
+            res[t["kind"]].append((truth, clk.band(t["kind"], truth, w[0], w[1]), low, up, m))
     res["all"] = [x for v in list(res.values()) for x in v]
     for kind, v in sorted(res.items()):
         line = f"{kind:10s} {len(v):3d} reads"

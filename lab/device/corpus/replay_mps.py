@@ -1,12 +1,8 @@
 """The MPS side of replay.py (issue 42): whether a client's solo estimates err where it ran
 alone, read from its record log. Run through replay.py (`--mps-lone`)."""
 import collections
-import glob
-import json
-import os
-import sys
 
-from replay import BUCKET, Band, Context, load, open_corpus, traced_in
+from replay import BUCKET, Band, Context, load, published_reads, run_clocks, traced_in, window_truth
 
 
 class RawBand(Band):
@@ -88,42 +84,21 @@ def evaluate_mps_lone(out_dir, clamps=(("as shipped", (1.0, 1.0)), ("scale <= 1"
     """MPS draws whose clients' logs all came back, per read over the published window: each
     client's lone covered time over its raw estimates there, and the MPS figure (filled to the
     device's reading over the window) with the solo parts scaled by it, against the truth."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import analyze
-    logs = {p.rsplit(".", 1)[-1]: p for p in glob.glob(os.path.join(out_dir, "rec", "mps-*"))}
-    draws = [json.loads(line) for line in open_corpus(out_dir)]
-    calib = next(d for d in draws if d.get("type") == "calib")["calib"]
-    clk = analyze.Clocks(next(d for d in draws if d.get("type") == "footer").get("clocks") or [], calib, 0)
-    cache, res = {}, collections.defaultdict(lambda: collections.defaultdict(list))
-    for d in draws:
-        if d.get("type") != "draw" or d.get("mode") != "mps":
-            continue
-        tens = [t for t in d["tenants"] if t.get("pid") is not None and t["kind"] != "holder"]
-        pids = [str(t["pid"]) for t in tens]
-        if len(pids) < 2 or not all(p in logs for p in pids):
-            continue
-        for p in pids:
-            if p not in cache:
-                cache[p] = raw_line(logs[p])
-        for r in d["reads"]:
-            g = next(iter(r["gpu"].values()), {})
-            w = g.get("window")
-            if not w:
+    clk = run_clocks(out_dir)
+    res = collections.defaultdict(lambda: collections.defaultdict(list))
+    for d, tens, cached, r, w, lo, hi in published_reads(out_dir, "mps", raw_line):
+        g = next(iter(r["gpu"].values()), {})
+        for name, clamp in clamps:
+            got = mps_split(cached, lo, hi, clamp)
+            if not got:
                 continue
-            lo, hi = int(w[0] * 1000), int(w[1] * 1000)
-            if any(cache[p][2] < hi * BUCKET for p in pids):
-                continue
-            for name, clamp in clamps:
-                got = mps_split([cache[p] for p in pids], lo, hi, clamp)
-                if not got:
+            figs = fill(got[0], got[1], g.get("device_window", g.get("device")))
+            for i, t in enumerate(tens):
+                truth = window_truth(t, w)
+                if t.get("liar") or truth < 0.02:
                     continue
-                figs = fill(got[0], got[1], g.get("device_window", g.get("device")))
-                for i, t in enumerate(tens):
-                    truth = sum(k for m, k in t.get("reqs") or [] if w[0] <= m < w[1]) / 1000 / (w[1] - w[0])
-                    if t.get("liar") or truth < 0.02:
-                        continue
-                    band = clk.band(t["kind"], truth, w[0], w[1])
-                    res[name][t["kind"]].append((truth, band, figs[i], got[2][i], got[3][i]))
+                band = clk.band(t["kind"], truth, w[0], w[1])
+                res[name][t["kind"]].append((truth, band, figs[i], got[2][i], got[3][i]))
     for name, by in res.items():
         by["all"] = [x for v in list(by.values()) for x in v]
         for kind, v in sorted(by.items()):
