@@ -104,7 +104,9 @@ def main():
         run = path.split("/")[-2]
         print(f"| {run} | {draw} | {lie} | {kind} | {truth:.3f} | {len(rs)} | {out} | {statistics.median(rs):.2f} |")
     if total:
-        print(f"caught {caught} of {total} forged reads ({caught / total:.0%}) at 2 % of honest reads disputed")
+        false = sum(1 for r in honest if not lo <= r <= hi)
+        print(f"caught {caught} of {total} forged reads ({caught / total:.0%}); honest reads outside: "
+              f"{false} of {len(honest)}")
     if honest_unexplained:
         print(f"\nNVML busy less the figures' sum, honest draws: {len(honest_unexplained)} reads, "
               f"1st/median/99th {pct(honest_unexplained, 0.01):+.3f}/{pct(honest_unexplained, 0.5):+.3f}/"

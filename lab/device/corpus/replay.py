@@ -5,7 +5,7 @@ shipped rules are the Rust code's; this is where estimators and rules are compar
 records before one is built.
 
   replay.py RUN_OUT [--estimators ctx2-band,...] [--split | --forgers | --bounds | --margins |
-                    --mps-lone | --lone-scale | --deficit]
+                    --mps-lone | --lone-scale | --local-scale | --deficit]
 
 RUN_OUT: a run's output folder (corpus.jsonl, records.tar.xz unpacked to rec/)."""
 import argparse
@@ -334,13 +334,16 @@ def main():
                    help="MPS clients' lone covered time over their raw estimates, and the figure scaled by it")
     p.add_argument("--lone-scale", action="store_true",
                    help="the time-sliced point rule with and without the lone milliseconds' scale")
+    p.add_argument("--local-scale", action="store_true",
+                   help="the same, each shared millisecond scaled by the lone milliseconds near it")
     p.add_argument("--deficit", action="store_true",
                    help="each tenant's unexplained share, honest and forged 0.8x / 1.2x")
     a = p.parse_args()
     if a.deficit:
         evaluate_deficit(a.out_dir, a.estimators.split(",")[0])
-    elif a.lone_scale:
-        evaluate_lone_scale(a.out_dir, a.estimators.split(",")[0])
+    elif a.lone_scale or a.local_scale:
+        import replay_scale
+        replay_scale.evaluate_lone_scale(a.out_dir, a.estimators.split(",")[0], local=a.local_scale)
     elif a.bounds:
         import replay_bounds
         replay_bounds.evaluate_bounds(a.out_dir)
@@ -359,43 +362,6 @@ def main():
     else:
         evaluate(a.out_dir, {k: MAKERS[k] for k in a.estimators.split(",")})
 
-
-
-def lone_scaled_split(lines, lo_ms, hi_ms):
-    """Per tenant over [lo_ms, hi_ms), in shares of the milliseconds every timeline traced: the
-    time-sliced point rule as it was (`base`) and with each tenant's solo parts in a shared
-    millisecond scaled by its covered over its solo time where it alone covered one (`scaled`,
-    src/model/compute/timeslice.rs, `lone_scales`), and those scales."""
-    n = len(lines)
-    ms, covered, solo = [], [0.0] * n, [0.0] * n
-    for b in range(lo_ms, hi_ms):
-        if not all(tr(b) for _, tr in lines):
-            continue
-        cov = [tl[b][0] / BUCKET if b in tl else 0.0 for tl, _ in lines]
-        so = [min(tl[b][1] / BUCKET, cov[i]) if b in tl else 0.0 for i, (tl, _) in enumerate(lines)]
-        ms.append((cov, so))
-        alone = [i for i in range(n) if cov[i] > 0]
-        if len(alone) == 1:
-            covered[alone[0]] += cov[alone[0]]
-            solo[alone[0]] += so[alone[0]]
-    scale = [min(1.5, max(1.0, covered[i] / solo[i])) if covered[i] >= 50 and solo[i] > 0 else 1.0
-             for i in range(n)]
-    base, scaled = [0.0] * n, [0.0] * n
-    for cov, so in ms:
-        cs, ss = sum(cov), sum(so)
-        adj = [min(cov[i], so[i] * scale[i]) for i in range(n)]
-        sa = sum(adj)
-        for i in range(n):
-            if cov[i] <= 0:
-                continue
-            if cs - cov[i] > 0 and cs > 1.0:
-                base[i] += so[i] / max(ss, 1.0)
-                scaled[i] += adj[i] / max(sa, 1.0)
-            else:
-                base[i] += cov[i]
-                scaled[i] += cov[i]
-    common = len(ms)
-    return ([x / common for x in base], [x / common for x in scaled], scale) if common else None
 
 
 def tenant_deficit(lines, lo_ms, hi_ms):
@@ -440,31 +406,6 @@ def evaluate_deficit(out_dir, make_name):
                 fl[i] = (forged(c[0], f), lines[i][1])
                 lies.append(f"{tens[i]['kind']}x{f}:{tenant_deficit(fl, lo, hi)[i]:.3f}")
         print("   honest", " ".join(f"{x:.3f}" if x is not None else "-" for x in honest), "| forged", " ".join(lies))
-
-
-def evaluate_lone_scale(out_dir, make_name):
-    """Each time-sliced draw whose tenants' logs all came back, per read over the window
-    tessera published (`figure_window`, run 17 on), by kind: the point rule with and without
-    the lone milliseconds' scale against the requests' truth over that window."""
-    make = MAKERS[make_name]
-    res = collections.defaultdict(lambda: ([], []))
-    reads = published_reads(out_dir, "ts", lambda p: cached_line(p, make), min_tenants=1)
-    for d, tens, cached, r, w, lo, hi in reads:
-        got = lone_scaled_split([c[:2] for c in cached], lo, hi)
-        if not got:
-            continue
-        for i, t in enumerate(tens):
-            truth = window_truth(t, w)
-            if t.get("liar") or truth <= 0:
-                continue
-            for j in (0, 1):
-                res[t["kind"]][j].append((got[j][i] - truth) / truth)
-    for kind, runs in sorted(res.items()):
-        for name, v in zip(("base", "scaled"), runs):
-            v = sorted(v)
-            ok = sum(1 for x in v if abs(x) <= 0.10)
-            print(f"ts {kind:10s} {name:7s} n {len(v):4d} median {100 * v[len(v) // 2]:+6.1f} %  "
-                  f"within 10 %: {ok}/{len(v)}")
 
 
 def traced_in(stretches):
