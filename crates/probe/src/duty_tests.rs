@@ -34,11 +34,13 @@ fn a_periodic_workload_is_not_aliased() {
 #[test]
 fn the_governor_throttles_only_a_launch_bound_process() {
     let second = 1_000_000_000;
-    // 120k launches a second, GPU 40 % covered: full tracing would cost 19 %.
+    // 120k launches a second, GPU 40 % covered: what records cost that slots save, 8 %.
     let mut g = Governor::new(DEFAULT_BUDGET);
     let f = g.update(120_000, second, 400_000_000);
-    assert!((MIN_FRACTION..0.125).contains(&f), "{f}");
+    assert!((MIN_FRACTION..=0.125).contains(&f), "{f}");
     assert!(f * 120_000.0 * LAUNCH_COST_NS / second as f64 <= DEFAULT_BUDGET);
+    // A resnet50 server at 20k launches a second saves at most 1.4 % by slots: traced in full.
+    assert_eq!(g.update(20_000, second, 400_000_000), 1.0);
     // Matmuls: a few hundred launches a second cost nothing.
     assert_eq!(g.update(340, second, 480_000_000), 1.0);
     // The same launch rate with the GPU kept busy: launches run ahead, trace in full.
