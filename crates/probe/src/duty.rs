@@ -30,7 +30,7 @@ pub const DEFAULT_SLOT_NS: u64 = 20_000_000;
 /// at most 0.7 µs a launch, and a draw where any probe samples reads within 10 % of the truth in
 /// 82–96 % of reads against 99–100 % where none does (time-sliced and MPS, runs 15–23).
 pub const LAUNCH_COST_NS: f64 = 700.0;
-/// Default share of the process's time that tracing in full may cost it before the probe
+/// Default share of the process's time that the records' own part may cost it before the probe
 /// traces in duty cycles (the standing cost of records having been on comes on top).
 pub const DEFAULT_BUDGET: f64 = 0.02;
 /// Never trace less than this: a window must still hold traced time.
