@@ -174,16 +174,23 @@ def timeline(ks, est):
             solo = d
         if e <= covered_until:
             continue
-        ratio = solo / d if d > 0 else 0.0
-        s2 = max(s, covered_until)
-        for b in range(s2 // BUCKET, (e - 1) // BUCKET + 1):
-            lo, hi = max(s2, b * BUCKET), min(e, (b + 1) * BUCKET)
-            if hi > lo:
-                x = tl[b]
-                x[0] = min(BUCKET, x[0] + hi - lo)
-                x[1] = min(x[0], x[1] + (hi - lo) * ratio)
+        spread_span(tl, max(s, covered_until), e, solo / d if d > 0 else 0.0)
         covered_until = e
     return tl
+
+
+def spread_span(tl, s, e, solo_ratio, raw_ratio=None):
+    """Adds the part [s, e) of a span that earlier ones did not cover to its buckets: covered
+    time (at most the bucket), solo time at `solo_ratio` of it (at most the covered), and, where
+    a third column is kept, the raw estimate at `raw_ratio`."""
+    for b in range(s // BUCKET, (e - 1) // BUCKET + 1):
+        lo, hi = max(s, b * BUCKET), min(e, (b + 1) * BUCKET)
+        if hi > lo:
+            x = tl[b]
+            x[0] = min(BUCKET, x[0] + hi - lo)
+            x[1] = min(x[0], x[1] + (hi - lo) * solo_ratio)
+            if raw_ratio is not None:
+                x[2] += (hi - lo) * raw_ratio
 
 
 def traced_fn(stretches):

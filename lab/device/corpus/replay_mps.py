@@ -2,7 +2,7 @@
 alone, read from its record log. Run through replay.py (`--mps-lone`)."""
 import collections
 
-from replay import BUCKET, Band, Context, load, published_reads, run_clocks, traced_in, window_truth
+from replay import BUCKET, Band, Context, load, published_reads, run_clocks, spread_span, traced_in, window_truth
 
 
 class RawBand(Band):
@@ -29,14 +29,7 @@ def raw_line(path):
         raw = getattr(inner, "last_est", d)
         if e <= covered_until or d <= 0:
             continue
-        s2 = max(s, covered_until)
-        for b in range(s2 // BUCKET, (e - 1) // BUCKET + 1):
-            lo, hi = max(s2, b * BUCKET), min(e, (b + 1) * BUCKET)
-            if hi > lo:
-                x = tl[b]
-                x[0] = min(BUCKET, x[0] + hi - lo)
-                x[1] = min(x[0], x[1] + (hi - lo) * solo / d)
-                x[2] += (hi - lo) * raw / d
+        spread_span(tl, max(s, covered_until), e, solo / d, raw / d)
         covered_until = e
     st = [(a + off, min(b + off, ks[-1][1] + off if ks else b)) for a, b in stretches]
     return tl, traced_in(st), (ks[-1][1] + off) if ks else 0
