@@ -23,17 +23,17 @@ use std::error::Error;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use tessera::metrics::{encode, EncodeOptions, Exposition};
-use tessera::model::compute::ActivityInputs;
-use tessera::model::device_id::ResourceMatcher;
-use tessera::model::join::{join, JoinInputs};
-use tessera::model::{
+use tessera_exporter::metrics::{encode, EncodeOptions, Exposition};
+use tessera_exporter::model::compute::ActivityInputs;
+use tessera_exporter::model::device_id::ResourceMatcher;
+use tessera_exporter::model::join::{join, JoinInputs};
+use tessera_exporter::model::{
     CollectorStatus, ComputeMode, GpmActivity, GpuSample, MemoryBytes, MigSample, NvmlSample,
     ProcessKind, ProcessSample, Snapshot,
 };
-use tessera::source::cgroup::{CgroupIdentity, ContainerRuntime, QosClass};
-use tessera::source::kube::{ClusterView, ContainerMeta, PodMeta};
-use tessera::source::podresources::{
+use tessera_exporter::source::cgroup::{CgroupIdentity, ContainerRuntime, QosClass};
+use tessera_exporter::source::kube::{ClusterView, ContainerMeta, PodMeta};
+use tessera_exporter::source::podresources::{
     AllocatableDevice, Allocations, ContainerAllocation, ResourceDevices,
 };
 
@@ -240,7 +240,7 @@ impl Inputs {
                 utilization: (!shape.mig).then_some(util),
                 memory_utilization: (!shape.mig).then_some(util / 2.0),
                 gpm: Some(gpm(util)),
-                gpm_status: Some(tessera::model::GpmStatus::available()),
+                gpm_status: Some(tessera_exporter::model::GpmStatus::available()),
                 power_watts: Some(74.0 + 600.0 * util),
                 power_limit_watts: Some(700.0),
                 energy_joules: Some(1.0e6 + g as f64),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
 use nvml_wrapper::enums::gpm::GpmMetricId;
-use tessera::source::nvml::{open, read_process_utilization, NvmlOptions, NvmlSource};
+use tessera_exporter::source::nvml::{open, read_process_utilization, NvmlOptions, NvmlSource};
 
 /// tessera's defaults, in seconds: `--nvml.process-interval` and `--nvml.slow-interval`.
 const PROCESS_INTERVAL_S: u64 = 5;
@@ -85,7 +85,7 @@ fn spaced_floor(nvml: &'static nvml_wrapper::Nvml, cycles: u32) -> Duration {
             let _ = (d.power_usage(), d.enforced_power_limit());
             let _ = d.temperature(TemperatureSensor::Gpu);
             let _ = (d.clock_info(Clock::SM), d.clock_info(Clock::Memory));
-            let _ = tessera::source::nvml::clock_event_reasons(nvml, d);
+            let _ = tessera_exporter::source::nvml::clock_event_reasons(nvml, d);
             let _ = d.total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile);
             let _ = d.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile);
             let _ = d.running_compute_processes();
@@ -157,7 +157,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         add(
             "clock event reasons",
-            time(n, || tessera::source::nvml::clock_event_reasons(nvml, &d)),
+            time(n, || tessera_exporter::source::nvml::clock_event_reasons(nvml, &d)),
             1.0,
         );
         add(
@@ -281,7 +281,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // tenth of the defaults: the same calls per cycle.
             slow_interval: Duration::from_millis(SLOW_INTERVAL_S * 100),
             process_interval: Duration::from_millis(PROCESS_INTERVAL_S * 100),
-            isolation: tessera::source::nvml::Isolation::Thread,
+            isolation: tessera_exporter::source::nvml::Isolation::Thread,
             gpu_timeout: Duration::from_secs(5),
             ..NvmlOptions::default()
         },

@@ -114,7 +114,7 @@ share() { # inclusive share of the first function matching $1
   grep -E "$1" "$OUT/annotate-dense-inclusive.txt" | head -1 | sed -E 's/^ *[0-9,]+ \( *([0-9.]+)%\).*/\1 %/'
 }
 echo
-echo "Dense node (8 GPUs, MIG), inclusive: encode $(share ':tessera::metrics::encode::encode '), join $(share ':tessera::model::join::join '), drop of the previous snapshot $(share 'drop_in_place<tessera::model::join::Snapshot>'); inside them malloc $(share 'malloc.c:malloc '), free $(share 'malloc.c:free '), realloc $(share 'malloc.c:realloc ')."
+echo "Dense node (8 GPUs, MIG), inclusive: encode $(share ':tessera_exporter::metrics::encode::encode '), join $(share ':tessera_exporter::model::join::join '), drop of the previous snapshot $(share 'drop_in_place<tessera_exporter::model::join::Snapshot>'); inside them malloc $(share 'malloc.c:malloc '), free $(share 'malloc.c:free '), realloc $(share 'malloc.c:realloc ')."
 echo
 echo "### Where the dense node's cycle goes (self cost, top 12; full profile in $OUT/annotate-dense.txt)"
 echo

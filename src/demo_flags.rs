@@ -3,9 +3,9 @@
 //! them from `--help` and refuses them with one line and exit code 2, so `--demo` is never
 //! silently ignored. They join the exporter's command line as its [`BinaryFlags`].
 
-use tessera::app::Simulation;
-use tessera::config::{parse_bool, BinaryFlags, Defaults};
-use tessera::options::Resolver;
+use tessera_exporter::app::Simulation;
+use tessera_exporter::config::{parse_bool, BinaryFlags, Defaults};
+use tessera_exporter::options::Resolver;
 
 /// Why a build without the `demo` feature refuses `--demo` and `--demo.fleet-node`.
 pub const NO_DEMO: &str = "this build has no demo (release images leave it out); run it from a source checkout: `cargo run --release -- --demo`";

@@ -1,11 +1,11 @@
 //! The demo's flags on the exporter's command line: in a build that carries the demo, and as a
 //! build without it (the release image) refuses them.
 
-use tessera::config::{ConfigError, Settings};
+use tessera_exporter::config::{ConfigError, Settings};
 
 use super::{DemoArgs, DemoOptions};
 
-type Cli = tessera::config::Cli<DemoArgs>;
+type Cli = tessera_exporter::config::Cli<DemoArgs>;
 
 fn cli(args: &[&str]) -> Cli {
     Cli::parse_args(std::iter::once("tessera").chain(args.iter().copied())).unwrap()

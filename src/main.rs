@@ -1,14 +1,14 @@
 use std::process::ExitCode;
 
-use tessera::config::{Command, Settings};
-use tessera::source::nvml::isolate;
+use tessera_exporter::config::{Command, Settings};
+use tessera_exporter::source::nvml::isolate;
 
 mod demo_flags;
 
 use demo_flags::DemoArgs;
 
 /// The exporter's command line with the demo's flags (refused in a build without the demo).
-type Cli = tessera::config::Cli<DemoArgs>;
+type Cli = tessera_exporter::config::Cli<DemoArgs>;
 
 fn main() -> ExitCode {
     // glibc gives every thread that allocates an arena of its own; neither the exporter nor its
@@ -44,7 +44,7 @@ fn main() -> ExitCode {
     };
     match &cli.command {
         Some(Command::Advise(args)) => {
-            return match tessera::advise::main(args) {
+            return match tessera_exporter::advise::main(args) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tessera advise: {e}");
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
             };
         }
         Some(Command::InstallProbe { dir }) => {
-            return match tessera::install::install_probe(dir) {
+            return match tessera_exporter::install::install_probe(dir) {
                 Ok(path) => {
                     println!("installed {}", path.display());
                     ExitCode::SUCCESS
@@ -67,11 +67,11 @@ fn main() -> ExitCode {
         None => {}
     }
     if cli.print_metrics_doc {
-        print!("{}", tessera::metrics::markdown_reference());
+        print!("{}", tessera_exporter::metrics::markdown_reference());
         return ExitCode::SUCCESS;
     }
     if cli.print_config_doc {
-        print!("{}", tessera::config::markdown_reference::<DemoArgs>());
+        print!("{}", tessera_exporter::config::markdown_reference::<DemoArgs>());
         return ExitCode::SUCCESS;
     }
     let (settings, demo) = match Settings::resolve_with(&cli) {
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
     };
     // The demo node, when this build carries it (feature `demo`; release images leave it out).
     let demo = demo_flags::simulation(&demo);
-    match tessera::app::run(settings, demo, demo_flags::NO_GPU_HINT) {
+    match tessera_exporter::app::run(settings, demo, demo_flags::NO_GPU_HINT) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tessera: {e}");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{assert_golden, value, Exporter};
-use tessera::source::podresources::DynamicDevice;
+use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::cluster::{self, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::{FakeKubelet, FakeKubeletState};

@@ -6,7 +6,7 @@ mod support;
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim, PodResourceClaimStatus};
 use serde_json::{json, Value};
 use support::Exporter;
-use tessera::source::podresources::DynamicDevice;
+use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::cluster::{self, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::FakeKubelet;

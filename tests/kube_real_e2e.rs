@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use kube_real::{line, pod, real, run_pod, wait_metrics, write_cgroup, Real, NODE, OTHER_NODE};
 use serde_json::{json, Value};
 use support::Exporter;
-use tessera::source::podresources::DynamicDevice;
+use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::fakes::kubelet::{FakeContainer, FakeKubelet, FakeKubeletState, FakePod};
 
 const GPU: [&str; 3] = [

@@ -1,4 +1,4 @@
-//! The exporter (crates/exporter, crate `tessera`; `src/…` below is its `src`): `src/model`,
+//! The exporter (crates/exporter, crate `tessera_exporter`; `src/…` below is its `src`): `src/model`,
 //! `src/web` and `crates/fake-nvml` read bottom-up: no two of their files import each other,
 //! directly or around a circle. Plain types shared by several layers live in a file below all of
 //! them (`holding`, `dra_claim`, `figures`, `view`; `web/settings`). `src/model` reads in wings,

@@ -64,7 +64,7 @@ fn the_default_detail_leaves_out_what_only_full_detail_serves() {
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| l.split(['{', ' ']).next())
         .collect();
-    for f in tessera::metrics::table::FULL_DETAIL_ONLY {
+    for f in tessera_exporter::metrics::table::FULL_DETAIL_ONLY {
         assert!(
             !families
                 .iter()

@@ -1,5 +1,5 @@
 //! TLS, client certificates, basic auth and live reload of `--web.config.file`, exercised with a
-//! real client (curl) against `tessera::web::serve` on 127.0.0.1. Certificates are generated
+//! real client (curl) against `tessera_exporter::web::serve` on 127.0.0.1. Certificates are generated
 //! per test with rcgen; nothing secret is committed.
 
 use std::io::Write;
@@ -188,7 +188,7 @@ impl Server {
         let web = config.map(|p| {
             (
                 p.to_path_buf(),
-                tessera::web::load(p).expect("web config loads"),
+                tessera_exporter::web::load(p).expect("web config loads"),
             )
         });
         let logs = Logs::default();
@@ -211,7 +211,7 @@ impl Server {
                 let shutdown = async move {
                     let _ = stop_rx.await;
                 };
-                tessera::web::serve(listener, app(), web, shutdown).await
+                tessera_exporter::web::serve(listener, app(), web, shutdown).await
             })
         });
         let port = port_rx

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tessera::source::cgroup::{parse_cgroup, ContainerRuntime, MAX_CGROUP_FILE_BYTES};
+use tessera_exporter::source::cgroup::{parse_cgroup, ContainerRuntime, MAX_CGROUP_FILE_BYTES};
 
 fn lower_hex(s: &str) -> bool {
     s.bytes()

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use clap::Parser as _;
 use libfuzzer_sys::fuzz_target;
-use tessera::config::{Cli, ConfigError, Settings};
+use tessera_exporter::config::{Cli, ConfigError, Settings};
 
 /// Every flag the command line has, read from clap: a list written here went stale as the
 /// components grew flags of their own.

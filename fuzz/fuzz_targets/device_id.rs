@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tessera::model::device_id::{parse_device_id, DeviceRef, ResourceKind, ResourceMatcher};
+use tessera_exporter::model::device_id::{parse_device_id, DeviceRef, ResourceKind, ResourceMatcher};
 
 fn check_device_id(raw: &str) {
     let id = parse_device_id(raw);

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
-use tessera::source::probe::{Frame, ProbeBook};
+use tessera_exporter::source::probe::{Frame, ProbeBook};
 
 fuzz_target!(|data: &[u8]| {
     let book = ProbeBook::new(Duration::from_secs(2));

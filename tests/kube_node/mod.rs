@@ -24,7 +24,7 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use crate::support;
-use tessera::source::podresources::{PodResourcesClient, PodResourcesConfig};
+use tessera_exporter::source::podresources::{PodResourcesClient, PodResourcesConfig};
 
 /// How often tessera polls pod-resources, and samples: "within one poll" is measured in these.
 pub const POLL: Duration = Duration::from_secs(1);

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tessera::source::podresources::DynamicDevice;
+use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::fakes::kubelet::{FakeKubelet, FakeKubeletState};
 
 use super::{line, pod, real, run_pod, wait_metrics, write_cgroup, Real, NODE};

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::fakes::kubelet::{FakeContainer, FakeKubeletState, FakePod};
-use tessera::model::allocations::DynamicDevice;
+use tessera_exporter::model::allocations::DynamicDevice;
 
 #[derive(Debug, Clone, Default)]
 pub struct ContainerPlan {

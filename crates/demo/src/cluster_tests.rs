@@ -1,5 +1,5 @@
 use super::*;
-use tessera::source::cgroup::parse_cgroup;
+use tessera_exporter::source::cgroup::parse_cgroup;
 
 #[test]
 fn planned_cgroups_parse_back_to_the_plan() {

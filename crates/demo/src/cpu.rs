@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::repeat::Repeating;
 use super::{DemoError, ScenarioProcesses};
-use tessera::source::procfs::clock_ticks_per_second;
+use tessera_exporter::source::procfs::clock_ticks_per_second;
 
 /// How often the stat files are rewritten; finer than the tick it counts in is pointless.
 const TICK: Duration = Duration::from_millis(200);

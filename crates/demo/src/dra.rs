@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::cluster::PodPlan;
 use super::plan;
-use tessera::model::allocations::DynamicDevice;
-use tessera::model::GpuSample;
+use tessera_exporter::model::allocations::DynamicDevice;
+use tessera_exporter::model::GpuSample;
 
 /// The GPU of the demo scenario the claim allocates.
 pub const GPU: usize = 8;

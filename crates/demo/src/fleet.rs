@@ -11,7 +11,7 @@
 use serde_yaml::Value;
 
 use super::cluster::PodPlan;
-use tessera::model::GpuSample;
+use tessera_exporter::model::GpuSample;
 
 /// Nodes per simulated cluster: a fleet of 112 nodes is three clusters, as sizing a
 /// Prometheus per cluster needs more than one.

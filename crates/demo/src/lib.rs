@@ -23,7 +23,7 @@ use serde::Deserialize;
 
 use crate::fakes::apiserver::{FakeApiServer, FakeCluster};
 use crate::fakes::kubelet::FakeKubelet;
-use tessera::model::GpuSample;
+use tessera_exporter::model::GpuSample;
 pub use wiring::simulation;
 
 /// The demo scenario ships inside the binary so `--demo` works from any directory.
@@ -122,7 +122,7 @@ struct DemoProcess {
 
 /// The fake NVML library, beside the binary or where cargo builds it.
 pub fn find_fake_library() -> Result<PathBuf, DemoError> {
-    tessera::install::beside_binary(FAKE_LIBRARY).map_err(|looked| DemoError::LibraryMissing {
+    tessera_exporter::install::beside_binary(FAKE_LIBRARY).map_err(|looked| DemoError::LibraryMissing {
         looked: looked
             .iter()
             .map(|c| c.display().to_string())

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::cluster::PodPlan;
-use tessera::model::GpuSample;
+use tessera_exporter::model::GpuSample;
 
 fn labels(app: &str, team: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -243,7 +243,7 @@ pub fn demo_pods(gpus: &[GpuSample]) -> (Vec<PodPlan>, Vec<(String, String)>) {
             vec![pid],
         );
         p.annotations.insert(
-            tessera::model::fractional::HAMI_ALLOCATED.into(),
+            tessera_exporter::model::fractional::HAMI_ALLOCATED.into(),
             format!("{},NVIDIA,{memory},{cores}:;", uuid(7)),
         );
         pods.push(p);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::repeat::Repeating;
 use super::{DemoError, ScenarioProcesses};
-use tessera::source::probe::{Frame, ProbeBook};
+use tessera_exporter::source::probe::{Frame, ProbeBook};
 
 /// The demo processes that carry the probe: GPU 5's MPS clients.
 pub const PROBED_PIDS: [u32; 3] = [45061, 45062, 45063];

@@ -1,19 +1,19 @@
-//! `--demo` as two steps of building the exporter (`tessera::app`): [`simulation`]'s `prepare`
+//! `--demo` as two steps of building the exporter (`tessera_exporter::app`): [`simulation`]'s `prepare`
 //! turns the resolved settings into the demo node's (fake NVML library, procfs, kubelet socket)
 //! before anything reads them, and the node's `start` brings up the fake kubelet and API server the
 //! sources then connect to.
 
 use futures::future::LocalBoxFuture;
-use tessera::app::{AppError, SimulatedNode, Simulation};
-use tessera::config::Settings;
-use tessera::sampler::Feeds;
-use tessera::source::nvml::NvmlSource;
-use tessera::source::probe::ProbeBook;
+use tessera_exporter::app::{AppError, SimulatedNode, Simulation};
+use tessera_exporter::config::Settings;
+use tessera_exporter::sampler::Feeds;
+use tessera_exporter::source::nvml::NvmlSource;
+use tessera_exporter::source::probe::ProbeBook;
 
 use crate::repeat::Repeating;
 use crate::{DemoNode, DemoServices};
 
-/// The demo node for `tessera::app::run`; `fleet_node`: run as that node of a simulated fleet
+/// The demo node for `tessera_exporter::app::run`; `fleet_node`: run as that node of a simulated fleet
 /// (`--demo.fleet-node`).
 pub fn simulation(fleet_node: Option<u32>) -> Simulation {
     Box::new(move |settings| prepare(settings, fleet_node))

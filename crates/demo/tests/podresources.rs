@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use tessera::source::SourceState;
+use tessera_exporter::source::SourceState;
 
-use tessera::source::podresources::*;
+use tessera_exporter::source::podresources::*;
 use tessera_demo::fakes::kubelet::{
     serve_garbage, FakeContainer, FakeKubelet, FakeKubeletState, FakePod,
 };
@@ -301,7 +301,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for WarnCounter {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         let meta = event.metadata();
         // The source's own warnings, not the fake kubelet's or tonic's.
-        let ours = meta.target().starts_with("tessera::source::podresources");
+        let ours = meta.target().starts_with("tessera_exporter::source::podresources");
         if ours && *meta.level() == tracing::Level::WARN {
             self.0.fetch_add(1, Ordering::SeqCst);
         }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use prost::Message as _;
-use tessera::source::podresources::*;
+use tessera_exporter::source::podresources::*;
 use tessera_demo::fakes::kubelet::{
     list_response, FakeContainer, FakeKubelet, FakeKubeletState, FakePod,
 };

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status};
 use tracing::debug;
 
 use crate::fakes::pb::{self, pod_resources_lister_server as server};
-use tessera::source::podresources::DynamicDevice;
+use tessera_exporter::source::podresources::DynamicDevice;
 
 /// How long `stop` waits for open connections to finish before cutting them.
 const STOP_GRACE: Duration = Duration::from_secs(2);

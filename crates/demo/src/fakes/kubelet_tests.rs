@@ -1,6 +1,6 @@
 use super::*;
 use hyper_util::rt::TokioIo;
-use tessera::source::podresources::{PodResourcesClient, PodResourcesConfig};
+use tessera_exporter::source::podresources::{PodResourcesClient, PodResourcesConfig};
 use tonic::transport::{Endpoint, Uri};
 
 fn pod(name: &str) -> FakePod {

@@ -1,7 +1,7 @@
 use serde_json::{json, Value};
 
 use crate::{cfg, cluster, pod, slice, start, wait_for, NODE};
-use tessera::source::kube::KubeConfig;
+use tessera_exporter::source::kube::KubeConfig;
 use tessera_demo::fakes::apiserver::FakeCluster;
 
 fn claim(ns: &str, name: &str, percent: Value) -> Value {
@@ -42,7 +42,7 @@ async fn check(v1: bool) {
         ..cluster(vec![claiming("a", "a-gpu-x1", true)])
     };
     let mut r = start(c, KubeConfig { dra: true, ..cfg() }).await;
-    let ratio = |v: &tessera::model::cluster::ClusterView, claim: &str| {
+    let ratio = |v: &tessera_exporter::model::cluster::ClusterView, claim: &str| {
         v.dra_config("ml", claim, "gpu.nvidia.com", NODE, "gpu-0")
             .and_then(|d| d.thread_ratio)
     };

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use tessera::source::SourceState;
+use tessera_exporter::source::SourceState;
 
 use crate::{cfg, cluster, names, simple, start, start_with, wait_for};
-use tessera::source::kube::*;
+use tessera_exporter::source::kube::*;
 use tessera_demo::fakes::apiserver::Expiry;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use tessera::source::SourceState;
+use tessera_exporter::source::SourceState;
 
-use tessera::source::kube::*;
+use tessera_exporter::source::kube::*;
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 
 pub(crate) const NODE: &str = "node-a";
