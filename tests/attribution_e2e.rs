@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use serde_json::json;
 use support::{assert_golden, value, Exporter};
-use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::cluster::{self, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::{FakeKubelet, FakeKubeletState};
+use tessera_exporter::source::podresources::DynamicDevice;
 
 const NODE: &str = "test-node";
 const GPU: [&str; 4] = [

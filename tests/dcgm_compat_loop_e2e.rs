@@ -1,6 +1,6 @@
 //! The compat surface over the demo's whole scenario loop: in every snapshot, on every GPU and
 //! MIG instance, each additive compat field's series add up to tessera's own device figure,
-//! never more (issue 34); on a MIG GPU memory's sum by UUID alone is the GPU's (issue 46). The demo runs its clock ten times faster (`TESSERA_DEMO_TIME_SCALE`),
+//! never more; on a MIG GPU memory's sum by UUID alone is the GPU's. The demo runs its clock ten times faster (`TESSERA_DEMO_TIME_SCALE`),
 //! so the 120 s loop, with its phase changes, XID and process churn, passes in 12 s.
 
 mod support;
@@ -164,7 +164,7 @@ fn every_snapshot_of_the_demo_loop_sums_to_the_device_on_every_gpu() {
             }
             if PARTS_OF_THE_GPU.contains(&field) {
                 // On a MIG GPU the row without GPU_I_ID is memory outside every instance: the
-                // GPU's figure is the sum by UUID alone, its instances' rows included (issue 46).
+                // GPU's figure is the sum by UUID alone, its instances' rows included.
                 let mut by_gpu: BTreeMap<String, f64> = BTreeMap::new();
                 for ((uuid, _), v) in &sums {
                     *by_gpu.entry(uuid.clone()).or_default() += v;

@@ -6,10 +6,10 @@ mod support;
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim, PodResourceClaimStatus};
 use serde_json::{json, Value};
 use support::Exporter;
-use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::cluster::{self, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::FakeKubelet;
+use tessera_exporter::source::podresources::DynamicDevice;
 
 const NODE: &str = "test-node";
 const GPU0: &str = "GPU-d0000000-0000-0000-0000-000000000000";

@@ -547,7 +547,7 @@ fn tree_imports(
 }
 
 /// src/source/nvml: the worker process, its supervisors and the GPU threads share one protocol
-/// module and import no one another round a circle (issue 45).
+/// module and import no one another round a circle.
 #[test]
 fn nvml_has_no_import_circle() {
     let dir = lib_src().join("source/nvml");
@@ -668,7 +668,7 @@ fn docs_over_their_bounds_are_found() {
 }
 
 /// Every folder of the exporter, as a tree of its own: no import circle among its files, at any
-/// depth (issue 45: "no circle of imports anywhere in the product"). The crate's top-level
+/// depth: no circle of imports anywhere in the product. The crate's top-level
 /// modules are held to their layers by `the_crate_reads_in_layers`.
 #[test]
 fn no_folder_of_the_exporter_has_an_import_circle() {

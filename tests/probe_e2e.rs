@@ -254,8 +254,8 @@ fn under_mps_a_stretched_clients_kernels_count_by_their_solo_durations() {
 fn under_mps_graph_clients_get_the_busy_time_their_solo_estimates_miss_within_bounds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("probe.sock");
-    // Two MPS clients whose solo estimates explain 0.6 of their spans (CUDA-graph kernels,
-    // issue 32), on a device busy 70 % of the time: the solo figures (0.30 / 0.25) leave 0.15
+    // Two MPS clients whose solo estimates explain 0.6 of their spans (CUDA-graph kernels
+    // do), on a device busy 70 % of the time: the solo figures (0.30 / 0.25) leave 0.15
     // of it unexplained, shared out by the span time each one's estimates miss (0.20 / 0.15):
     // 0.386 / 0.314. The rule before read 0.30 / 0.25. Bounds: solo-explained to spans.
     let clients = Clients(vec![
@@ -303,7 +303,7 @@ fn fake_turns_client(socket: &std::path::Path, covered: f64, solo: f64, phase: u
 #[test]
 fn time_sliced_graph_tenants_stretched_by_their_estimates_get_bounds_and_a_hider_a_dispute() {
     // Two tenants taking turns, 0.4 of the device each; their solo estimates explain 0.55 of
-    // their spans where each ran alone (CUDA-graph kernels' estimates err low, issue 32). The
+    // their spans where each ran alone (CUDA-graph kernels' estimates err low). The
     // rule before disputed this as a hidden tenant and published nothing: now the point
     // figures are withheld and the bounds published, 0.22 to 0.4.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -394,9 +394,9 @@ fn spinning_holder_client(socket: &std::path::Path) -> Child {
 fn a_spinning_memory_holder_is_idle_with_the_probe_and_unknown_without() {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("probe.sock");
-    // Issue 21's case: inference at 40 % beside a process that holds memory and spins a core.
-    // NVML books the holder nothing (it launches nothing: 0.00 in every read of issue 32's
-    // corpus); a booking of 0.05 or more would contradict its probe and keep it from idle.
+    // Inference at 40 % beside a process that holds memory and spins a core.
+    // NVML books the holder nothing (it launches nothing: 0.00 in every read on
+    // real GPUs); a booking of 0.05 or more would contradict its probe and keep it from idle.
     let clients = Clients(vec![
         fake_probe_client(&socket, 0.4),
         spinning_holder_client(&socket),
@@ -456,7 +456,7 @@ fn a_spinning_memory_holder_is_idle_with_the_probe_and_unknown_without() {
 #[test]
 fn a_totals_only_probe_beside_a_timeline_probe_is_a_downgrade_and_disputed() {
     // MPS clients: one sends timelines, the other claims 0.05 over the older wire, which no
-    // check can set beside the first's timeline (issue 32's liars all spoke it). Disputed as
+    // check can set beside the first's timeline (a liar may speak it). Disputed as
     // `totals-only`, nobody charged; the same two on the older wire alike are split.
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("probe.sock");

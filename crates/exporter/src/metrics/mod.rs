@@ -27,6 +27,10 @@ pub fn markdown_reference() -> String {
          memory clock).\n\n\
          | family | type | labels | help |\n|---|---|---|---|\n",
     );
+    let mut details = String::from(
+        "\n## What each value means\n\nThe full meaning of the families whose HELP line \
+         above is a summary.\n",
+    );
     let full_only = table::served(table::Detail::Default);
     for f in table::ALL {
         let name = match f.kind {
@@ -47,7 +51,11 @@ pub fn markdown_reference() -> String {
             " *full*"
         };
         let _ = writeln!(out, "| `{name}`{detail} | {kind} | {labels} | {} |", f.help);
+        if !f.doc.is_empty() {
+            let _ = write!(details, "\n### `{name}`\n\n{}\n", f.doc);
+        }
     }
+    out.push_str(&details);
     out.push_str(&dcgm::markdown_reference());
     out
 }

@@ -333,7 +333,7 @@ impl ProbeBook {
     /// report's delay (or a lie about the clock, which `clock` disputes past 0.25 s) moves the
     /// others' milliseconds against each other. (Placed by each report alone, timelines of
     /// honest heavy tenants on the H200 stood a few milliseconds apart, slices seemed to
-    /// overlap, and `solo-excess` disputed 6-10 % of honest reads: issue 42's corpus, run 13.)
+    /// overlap, and `solo-excess` disputed 6-10 % of honest reads.)
     pub fn timelines(&self, pids: &[u32], now: Instant) -> HashMap<u32, ProbeTimeline> {
         let window = self.window;
         let Ok(map) = self.inner.lock() else {
