@@ -1,11 +1,9 @@
 //! DRA sharing config end to end: the real binary reads a ResourceClaim's NVIDIA `GpuConfig`
 //! from the fake API server and turns it into the GPU's sharing mode and per-container limits.
 
-mod support;
-
+use crate::support::Exporter;
 use k8s_openapi::api::core::v1::{Pod, PodResourceClaim, PodResourceClaimStatus};
 use serde_json::{json, Value};
-use support::Exporter;
 use tessera_demo::cluster::{self, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::FakeKubelet;
@@ -111,7 +109,7 @@ fn mode<'a>(m: &'a str, gpu: &str) -> Option<&'a str> {
 
 #[test]
 fn a_claims_mps_config_sets_mode_and_limits() {
-    let rt = support::fake_cluster_runtime();
+    let rt = crate::support::fake_cluster_runtime();
     let dir = tempfile::tempdir().unwrap();
     let plans = plans();
     let pods = plans
@@ -150,7 +148,7 @@ fn a_claims_mps_config_sets_mode_and_limits() {
     }
     let socket = dir.path().join("kubelet.sock");
     let _kubelet: FakeKubelet = rt.block_on(FakeKubelet::start(&socket, state)).unwrap();
-    let e = Exporter::builder(support::workspace().join("tests/scenarios/dra-mps.yaml"))
+    let e = Exporter::builder(crate::support::workspace().join("tests/scenarios/dra-mps.yaml"))
         .in_fake_cluster(dir.path(), &api.url(), plans.clone(), &socket)
         .arg("--kube.dra=true")
         .arg("--web.enable-debug")

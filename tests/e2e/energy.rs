@@ -6,13 +6,11 @@
 //! seconds (`--energy.floor-window=3s`) and its counter is read every second. The same scrapes
 //! keep the default detail within its budget: at most 60 series per GPU.
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{fake_library, free_port, http_get, parse_samples, KillOnDrop, Sample};
+use crate::support::{fake_library, free_port, http_get, parse_samples, KillOnDrop, Sample};
 
 const WATCH: Duration = Duration::from_secs(24);
 

@@ -4,18 +4,16 @@
 //! lists one of them alone on GPU 0 first, then both. tessera must tell neither while one is
 //! alone, then tell both; and their timelines must then split the GPU.
 
-mod support;
-
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use support::{Clients, Exporter};
+use crate::support::{Clients, Exporter};
 
 /// A stand-in probe: reports "off, alone" (wire v1, flags DISABLED|ALONE) until it reads a
 /// control message saying shared, and from then on a v2 timeline whose kernels cover
 /// `covered` of every millisecond, starting at that moment. Each switch is appended to `log`.
 fn stand_in_probe(socket: &std::path::Path, covered: f64, log: &std::path::Path) -> Child {
-    support::fake_probe_client(
+    crate::support::fake_probe_client(
         socket,
         &[
             format!("--covered={covered}"),

@@ -3,12 +3,10 @@
 //! `GPU-<uuid>-<n>` placeholders, KAI's reservation pod holding a whole GPU), and a fake API
 //! server serving pods with their real annotations and env.
 
-mod support;
-
 use std::collections::BTreeMap;
 
+use crate::support::Exporter;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
-use support::Exporter;
 use tessera_demo::cluster::{self, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::FakeKubelet;
@@ -159,7 +157,7 @@ fn gpu_mode(m: &str, gpu: &str) -> Option<String> {
 
 #[test]
 fn fractional_schedulers_and_mps_limits() {
-    let rt = support::fake_cluster_runtime();
+    let rt = crate::support::fake_cluster_runtime();
     let dir = tempfile::tempdir().unwrap();
     let plans = plans();
     let api = rt
@@ -185,7 +183,7 @@ fn fractional_schedulers_and_mps_limits() {
             cluster::kubelet_state(&plans, allocatable),
         ))
         .unwrap();
-    let e = Exporter::builder(support::workspace().join("tests/scenarios/cluster.yaml"))
+    let e = Exporter::builder(crate::support::workspace().join("tests/scenarios/cluster.yaml"))
         .in_fake_cluster(dir.path(), &api.url(), plans.clone(), &socket)
         .arg("--web.enable-debug=true")
         .start();

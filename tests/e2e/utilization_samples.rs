@@ -1,13 +1,11 @@
 //! Device utilization covers the whole interval between reads: the mean of NVML's samples
 //! since the previous read, not the one sample current at the read.
 
-mod support;
-
-use support::{value, Exporter};
+use crate::support::{value, Exporter};
 
 #[test]
 fn a_gpu_busy_a_fifth_of_each_second_reads_a_fifth_not_zero_or_one() {
-    let e = Exporter::builder(support::workspace().join("tests/scenarios/duty-cycle.yaml"))
+    let e = Exporter::builder(crate::support::workspace().join("tests/scenarios/duty-cycle.yaml"))
         .arg("--sample.interval=1s")
         .start();
     let stamp = |m: &str| value(m, "tessera_last_sample_timestamp_seconds{").unwrap_or(0.0);

@@ -3,14 +3,12 @@
 //! docs/configuration.md names exactly the flags `--help` does, and docs/README.md reaches every
 //! page.
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{fake_library, free_port, http_get, workspace};
+use crate::support::{fake_library, free_port, http_get, workspace};
 
 fn read(rel: &str) -> String {
     std::fs::read_to_string(workspace().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))

@@ -2,9 +2,7 @@
 //! utilization (a snapshot of the last ~167 ms on an H100): only once the zero readings span
 //! the activity window (`--activity.window=2s` here, so 1.6 s of them).
 
-mod support;
-
-use support::Exporter;
+use crate::support::Exporter;
 
 fn gpu0_compute(e: &Exporter) -> serde_json::Value {
     let body = e
@@ -17,7 +15,7 @@ fn gpu0_compute(e: &Exporter) -> serde_json::Value {
 
 #[test]
 fn a_zero_reading_waits_for_the_window_before_idle() {
-    let e = Exporter::builder(support::workspace().join("tests/scenarios/alone-gap.yaml"))
+    let e = Exporter::builder(crate::support::workspace().join("tests/scenarios/alone-gap.yaml"))
         .arg("--web.enable-debug")
         .start();
     e.wait_until("the device busy with its lone process", |e| {

@@ -1,12 +1,10 @@
 //! Pod attribution end to end: the real binary, the fake NVML library, a fake kubelet gRPC
 //! server on a temp socket, a fake API server serving real Pod JSON, and a procfs tree.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::{assert_golden, value, Exporter};
 use serde_json::json;
-use support::{assert_golden, value, Exporter};
 use tessera_demo::cluster::{self, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::{FakeKubelet, FakeKubeletState};
@@ -153,7 +151,7 @@ fn api_cluster(plans: &[PodPlan]) -> FakeCluster {
 }
 
 fn scenario() -> std::path::PathBuf {
-    support::workspace().join("tests/scenarios/cluster.yaml")
+    crate::support::workspace().join("tests/scenarios/cluster.yaml")
 }
 
 struct Cluster {
@@ -166,7 +164,7 @@ struct Cluster {
 
 impl Cluster {
     fn new() -> Self {
-        let rt = support::fake_cluster_runtime();
+        let rt = crate::support::fake_cluster_runtime();
         let dir = tempfile::tempdir().unwrap();
         let plans = plans();
         let api = rt

@@ -3,13 +3,11 @@
 //! never more; on a MIG GPU memory's sum by UUID alone is the GPU's. The demo runs its clock ten times faster (`TESSERA_DEMO_TIME_SCALE`),
 //! so the 120 s loop, with its phase changes, XID and process churn, passes in 12 s.
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{fake_library, free_port, http_get, parse_samples, KillOnDrop, Sample};
+use crate::support::{fake_library, free_port, http_get, parse_samples, KillOnDrop, Sample};
 
 const MIB: f64 = 1024.0 * 1024.0;
 /// The loop at a tenth of its time, plus a phase: every phase is seen at least once whole.

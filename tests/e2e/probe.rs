@@ -6,16 +6,14 @@
 //! and their per-millisecond timelines decide the time-sliced split; the duty-cycled clients
 //! speak version 3, tracing only some 20 ms slots and marking the others untraced.
 
-mod support;
-
 use std::process::Child;
 use std::time::Duration;
 
-use support::{value, Clients, Exporter};
+use crate::support::{value, Clients, Exporter};
 
 /// A process that reports `busy` seconds of kernel time per second, as the probe would.
 fn fake_probe_client(socket: &std::path::Path, busy: f64) -> Child {
-    support::fake_probe_client(socket, &["--wire=1", &format!("--covered={busy}")])
+    crate::support::fake_probe_client(socket, &["--wire=1", &format!("--covered={busy}")])
 }
 
 /// A process that reports, as the probe does, a timeline in which its kernels cover `covered`
@@ -25,7 +23,7 @@ fn fake_probe_client(socket: &std::path::Path, busy: f64) -> Child {
 /// traced at 8 is traced at 2) and marking the other milliseconds untraced.
 fn fake_timeline_client(socket: &std::path::Path, covered: f64, solo: f64, every: u32) -> Child {
     let wire = if every == 0 { 2 } else { 3 };
-    support::fake_probe_client(
+    crate::support::fake_probe_client(
         socket,
         &[
             format!("--wire={wire}"),
@@ -290,7 +288,7 @@ fn under_mps_graph_clients_get_the_busy_time_their_solo_estimates_miss_within_bo
 /// every other 10 ms (`phase` 0 the even tens, 1 the odd ones): two such clients take turns
 /// and every millisecond each covers is covered by it alone.
 fn fake_turns_client(socket: &std::path::Path, covered: f64, solo: f64, phase: u32) -> Child {
-    support::fake_probe_client(
+    crate::support::fake_probe_client(
         socket,
         &[
             format!("--covered={covered}"),
@@ -387,7 +385,7 @@ fn duty_cycled_probes_are_split_over_the_milliseconds_both_traced() {
 /// A process that holds a context and spins a core, its probe reporting (records on) no
 /// kernel ever: version 1 frames with zero kernels, sent between busy loops.
 fn spinning_holder_client(socket: &std::path::Path) -> Child {
-    support::fake_probe_client(socket, &["--wire=1", "--covered=0", "--spin"])
+    crate::support::fake_probe_client(socket, &["--wire=1", "--covered=0", "--spin"])
 }
 
 #[test]

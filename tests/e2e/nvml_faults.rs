@@ -4,11 +4,9 @@
 //! sample, after which the GPU it is pinned on has a worker of its own and the others lose
 //! none; the touched GPU must be back within two samples of each crash (docs/reliability.md).
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{value, Exporter};
+use crate::support::{value, Exporter};
 
 fn scenario_file(dir: &tempfile::TempDir, yaml: &str) -> std::path::PathBuf {
     let path = dir.path().join("scenario.yaml");

@@ -15,11 +15,9 @@
 //! | 7 | two honest probed tenants (control) | probe |
 //! | 8 | a probed tenant claiming nothing beside an unprobed one | disputed: claims-nothing |
 
-mod support;
-
 use std::process::Child;
 
-use support::{Clients, Exporter};
+use crate::support::{Clients, Exporter};
 use tessera_demo::cluster::{self, ContainerPlan, PodPlan};
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
 use tessera_demo::fakes::kubelet::FakeKubelet;
@@ -53,7 +51,7 @@ impl Probe {
     }
 
     fn spawn(&self, socket: &std::path::Path) -> Child {
-        support::fake_probe_client(
+        crate::support::fake_probe_client(
             socket,
             &[
                 format!("--covered={}", self.covered),
@@ -124,7 +122,7 @@ fn line_value(m: &str, family: &str, needles: &[&str]) -> Option<f64> {
 
 #[test]
 fn every_figure_the_evidence_allows_and_none_a_lying_probe_could_shift() {
-    let rt = support::fake_cluster_runtime();
+    let rt = crate::support::fake_cluster_runtime();
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("probe.sock");
     let kubelet_socket = dir.path().join("kubelet.sock");

@@ -2,12 +2,10 @@
 //! compat exposition is a golden file; the second listener serves only the compat families,
 //! behind the same web config; GPM that fails shows as unavailable, never as 0.
 
-mod support;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{assert_golden, fake_library, free_port, http_get, scenario, value, Exporter};
+use crate::support::{assert_golden, fake_library, free_port, http_get, scenario, value, Exporter};
 
 /// The demo as users start it, with compat on and the second listener.
 struct Demo {
@@ -167,14 +165,14 @@ fn the_second_listener_applies_the_web_config() {
     d.wait_until("the compat listener", || {
         matches!(http_get(d.dcgm, "/metrics"), Ok((401, _, _)))
     });
-    let (status, _, _) = support::http_get_raw(d.dcgm, "/metrics", "").unwrap();
+    let (status, _, _) = crate::support::http_get_raw(d.dcgm, "/metrics", "").unwrap();
     assert_eq!(status, 401, "no credentials, no metrics");
     let auth = format!(
         "Authorization: Basic {}\r\n",
         base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "prom:secret")
     );
     d.wait_until("an authorised scrape", || {
-        support::http_get_raw(d.dcgm, "/metrics", &auth)
+        crate::support::http_get_raw(d.dcgm, "/metrics", &auth)
             .map(|(s, _, b)| s == 200 && String::from_utf8_lossy(&b).contains("DCGM_FI_"))
             .unwrap_or(false)
     });

@@ -1,8 +1,6 @@
 //! End to end: the real binary, the fake NVML library, scenario files, golden expositions.
 
-mod support;
-
-use support::{assert_golden, scenario, value, Exporter};
+use crate::support::{assert_golden, scenario, value, Exporter};
 
 #[test]
 fn mig_layout() {
@@ -222,7 +220,7 @@ fn pid_of_first_process(file: &str) -> u32 {
 #[test]
 fn endpoints_and_content_type() {
     let e = Exporter::builder(scenario("timesliced.yaml")).start();
-    let (status, head, _) = support::http_get(e.port, "/metrics").unwrap();
+    let (status, head, _) = crate::support::http_get(e.port, "/metrics").unwrap();
     assert_eq!(status, 200);
     assert!(
         head.to_ascii_lowercase()
@@ -242,7 +240,7 @@ fn endpoints_and_content_type() {
 
     // Prometheus asks for gzip; the body must be the same exposition, compressed.
     let (status, head, body) =
-        support::http_get_raw(e.port, "/metrics", "Accept-Encoding: gzip\r\n").unwrap();
+        crate::support::http_get_raw(e.port, "/metrics", "Accept-Encoding: gzip\r\n").unwrap();
     assert_eq!(status, 200);
     let head = head.to_ascii_lowercase();
     assert!(head.contains("content-encoding: gzip"), "{head}");
@@ -256,7 +254,7 @@ fn endpoints_and_content_type() {
     );
     assert!(text.contains(r#"gpu_info{node="test-node",gpu="0""#));
     let (_, head, _) =
-        support::http_get_raw(e.port, "/metrics", "Accept-Encoding: gzip;q=0\r\n").unwrap();
+        crate::support::http_get_raw(e.port, "/metrics", "Accept-Encoding: gzip;q=0\r\n").unwrap();
     assert!(
         !head.to_ascii_lowercase().contains("content-encoding"),
         "{head}"
@@ -270,7 +268,7 @@ fn endpoints_and_content_type() {
 
 #[test]
 fn a_hung_call_isolates_its_gpu_and_serving_goes_on() {
-    let e = Exporter::builder(support::workspace().join("tests/scenarios/hang.yaml"))
+    let e = Exporter::builder(crate::support::workspace().join("tests/scenarios/hang.yaml"))
         .arg("--nvml.timeout=300ms")
         .start();
     let gpu_up = |m: &str, gpu: &str| value(m, &format!(r#"gpu_up{{node="test-node",gpu="{gpu}""#));
@@ -309,7 +307,7 @@ fn a_hung_call_isolates_its_gpu_and_serving_goes_on() {
 
 #[test]
 fn nvml_failing_to_initialize_keeps_the_exporter_alive_and_not_ready() {
-    let scenario = support::workspace().join("tests/scenarios/init-fails.yaml");
+    let scenario = crate::support::workspace().join("tests/scenarios/init-fails.yaml");
     let e = Exporter::builder(scenario).start_unready();
     e.wait_until("serving", |e| {
         e.get("/healthz").map(|(s, _)| s == 200).unwrap_or(false)
@@ -387,10 +385,12 @@ fn process_utilization_is_read_on_its_own_cadence() {
             .map(|(_, body)| body)
             .unwrap_or_default()
     };
-    let e = Exporter::builder(support::workspace().join("tests/scenarios/process-interval.yaml"))
-        .arg("--nvml.process-interval=4s")
-        .arg("--web.enable-debug")
-        .start();
+    let e = Exporter::builder(
+        crate::support::workspace().join("tests/scenarios/process-interval.yaml"),
+    )
+    .arg("--nvml.process-interval=4s")
+    .arg("--web.enable-debug")
+    .start();
     // A process NVML lists for the first time is read at once, not after the interval.
     e.wait_until("the first per-process read", |e| {
         raw(e).contains(r#""sm_utilization":0.2"#)
