@@ -25,6 +25,14 @@ pub fn markdown_reference() -> String {
          `hw_power_brake_slowdown`), only uncorrected ECC errors and only the SM clock; full detail \
          adds the informational ones (the other clock-event reasons, corrected ECC errors, the \
          memory clock).\n\n\
+         Each HELP line is one sentence of at most 150 characters (a test holds it); where a \
+         family's value needs more words, they are under [What each value means](#what-each-value-means).\n\n\
+         `promtool check metrics` (run on the demo's exposition by scripts/test-prometheus.sh) \
+         reports one warning tessera keeps: \"no help text\" for every counter's `_total` \
+         sample. promtool reads the Prometheus 0.0.4 text format, in which a counter's HELP and \
+         TYPE lines name its `_total` sample; tessera serves OpenMetrics, in which they name the \
+         family (`# HELP gpu_energy_joules …`, then `gpu_energy_joules_total`), as the format \
+         requires. Any other warning fails the test.\n\n\
          | family | type | labels | help |\n|---|---|---|---|\n",
     );
     let mut details = String::from(
