@@ -2,7 +2,7 @@
 //! types, so every attribution rule can be tested without a GPU.
 //!
 //! The model reads in wings, bottom-up; a file imports only from its own wing and those below
-//! it, and within a wing only files below it (`tests/e2e/module_layers.rs` fails on an import that
+//! it, and within a wing only files below it (`tests/e2e/layers/` fails on an import that
 //! runs back up, or on a circle):
 //! - the samples (this file);
 //! - `inputs/`: `sharing`, `fractional`, `device_id`, `identity`, `allocations`, and `inputs`
