@@ -4,7 +4,8 @@
 # buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt);
 # chromium (renders the advisor's HTML report headless); victoria-metrics (vmagent, vmalert);
 # kube-apiserver, etcd (and kubectl if missing) built with Go for scripts/test-kube-real.sh;
-# containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh.
+# containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh;
+# binutils, ziglang and cargo-zigbuild for the CUDA probe's old-glibc build (scripts/build-probe.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -73,6 +74,17 @@ fi
 for version in ${TESSERA_KUBE_NODE_VERSION:-v1.37.2}; do
   scripts/kube-real/build.sh "$version" --kubelet
 done
+# ---
+# --- the CUDA probe that loads in old tenant images (issue 53, scripts/build-probe.sh): zig
+# links it against glibc 2.17 through cargo-zigbuild, both from PyPI; objdump checks it. The
+# fuzz stage (scripts/fuzz.sh) installs cargo-fuzz itself.
+if ! command -v objdump >/dev/null; then
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q binutils
+fi
+if ! command -v cargo-zigbuild >/dev/null || ! python3 -m ziglang version >/dev/null 2>&1; then
+  python3 -m pip install -q -r tests/probe/requirements.txt
+fi
 # ---
 if ! command -v kubectl >/dev/null; then
   echo "kubectl (with kustomize) is required for the manifest tests" >&2

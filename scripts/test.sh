@@ -70,9 +70,13 @@ serving() {
 }
 computing() {
   stage "${R[@]}" advisor scripts/test-advisor.sh
+  # The CUDA probe that ships, linked against glibc 2.17: it loads in old tenant images (issue 53).
+  stage --expect '^test_probe_glibc: [0-9]+ passed, 0 failed$' probe-glibc scripts/test-probe-glibc.sh
   stage "${R[@]}" --expect '^[0-9]+ passed, 0 failed$' image scripts/test-image.sh
   # Counts cycles, not seconds: a busy neighbour makes it longer, not different.
   stage "${R[@]}" --expect '^1 passed, 0 failed$' soak scripts/soak.sh
+  # The parsers of what any local process may send, 30 s a target (its table ends the log).
+  stage --expect '^\| probe_session \| ' fuzz env FUZZ_SECONDS=30 scripts/fuzz.sh
 }
 lane serving serving
 lane computing computing
