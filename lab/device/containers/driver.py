@@ -46,7 +46,11 @@ WARM, MEASURE = int(os.environ.get("CTR_WARM", "12")), int(os.environ.get("CTR_M
 SIZE = int(os.environ.get("CTR_SIZE", "8192"))
 TENANTS = {"ts-a": 0.5, "ts-b": 0.2, "mps-a": 0.5, "mps-b": 0.2}
 PHASES = [("time-sliced", ["ts-a", "ts-b"], False), ("mps", ["mps-a", "mps-b"], True)]
-UNSHARE = ["unshare", "--pid", "--fork", "--mount", "--cgroup", "--propagation", "private", "--"]
+UNSHARE = {"pid+mount+cgroup": ["unshare", "--pid", "--fork", "--mount", "--cgroup", "--propagation", "private", "--"],
+           # The fallback where a tenant cannot run in a PID namespace of its own (MPS may need
+           # its clients in the server's): the host's PIDs, the rest as a container.
+           "mount+cgroup": ["unshare", "--mount", "--cgroup", "--propagation", "private", "--"]}
+READY_S = 90
 
 
 def log(*a):
@@ -131,7 +135,7 @@ class Run:
         self.procfs = None
         self.mps = None
         self.tenants = {}
-        self.ns_ok = False
+        self.ns = "none"
         self.facts = {}
 
     def setup(self):
@@ -166,9 +170,14 @@ class Run:
         self.facts["install_probe"] = {"rc": r.returncode, "out": (r.stdout + r.stderr).strip()[-300:]}
         log(f"install-probe: {self.facts['install_probe']}")
         # The namespaces a container runtime would make.
-        r = subprocess.run(UNSHARE + ["true"], capture_output=True, text=True)
-        self.ns_ok = r.returncode == 0
-        self.facts["namespaces"] = "pid+mount+cgroup" if self.ns_ok else f"refused: {r.stderr.strip()[:200]}"
+        self.ns = "none"
+        for mode in UNSHARE:
+            r = subprocess.run(UNSHARE[mode] + ["true"], capture_output=True, text=True)
+            if r.returncode == 0:
+                self.ns = mode
+                break
+            self.facts[f"unshare {mode}"] = r.stderr.strip()[:200]
+        self.facts["namespaces"] = self.ns
         log(f"namespaces: {self.facts['namespaces']}")
         with open(f"{RUN}/holding", "w") as f:
             f.write("shared\n")
@@ -312,8 +321,8 @@ class Run:
         env = dict(self.env, CUDA_VISIBLE_DEVICES=self.uuid)
         if mps:
             env.update(CUDA_MPS_PIPE_DIRECTORY=MPS_PIPE, CUDA_MPS_LOG_DIRECTORY=MPS_LOG)
-        if namespaces:
-            cmd = UNSHARE + ["sh", f"{HERE}/enter.sh", SOCK_DIR, LIB_DIR] + cmd
+        if namespaces != "none":
+            cmd = UNSHARE[namespaces] + ["sh", f"{HERE}/enter.sh", SOCK_DIR, LIB_DIR] + cmd
         else:
             # No namespaces: the policy's environment on a plain process.
             env["CUDA_INJECTION64_PATH"] = f"{LIB_DIR}/libtessera_probe.so"
@@ -330,7 +339,7 @@ class Run:
         if t["host_pid"]:
             return t["host_pid"]
         pid = t["p"].pid
-        if namespaces:
+        if namespaces == "pid+mount+cgroup":
             kids = children(pid)
             if not kids:
                 return None
@@ -343,15 +352,14 @@ class Run:
                 f.write(f"{pid}\n")
         return pid
 
-    def phase(self, name, tenants, mps, reads, phases):
-        log(f"phase {name}: {tenants}, mps {mps}")
+    def phase(self, name, tenants, mps, reads, phases, namespaces):
+        log(f"phase {name}: {tenants}, mps {mps}, namespaces {namespaces}")
         if mps:
             self.start_mps()
-        namespaces = self.ns_ok
         run_for = WARM + MEASURE + 6
         for x in tenants:
             self.start_tenant(x, name, mps, run_for, namespaces)
-        deadline = time.time() + 150
+        deadline = time.time() + READY_S
         ready = {}
         while len(ready) < len(tenants) and time.time() < deadline:
             self.link_mps_server()
@@ -365,7 +373,7 @@ class Run:
                                        f"see logs/{name}-{x}.log")
             time.sleep(0.1)
         if len(ready) < len(tenants):
-            raise RuntimeError(f"tenants not ready in 150 s: {sorted(ready)}")
+            raise RuntimeError(f"tenants not ready in {READY_S} s: {sorted(ready)}")
         open(f"{RUN}/{name}.go", "w").close()
         go = time.time()
         time.sleep(WARM)
@@ -426,7 +434,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     run = Run(a)
-    failures = []
+    failures, notes = [], []
     with open(f"{a.out}/reads.jsonl", "w") as reads, open(f"{a.out}/phases.jsonl", "w") as phases:
         try:
             run.setup()
@@ -435,21 +443,26 @@ def main():
                                      "facts": run.facts, "calib": run.calib, "tenants": TENANTS,
                                      "warm": WARM, "measure": MEASURE, "size": SIZE}) + "\n")
             for name, tenants, mps in PHASES:
-                try:
-                    run.phase(name, tenants, mps, reads, phases)
-                except Exception as e:  # one failed phase must not cost the other
-                    failures.append(f"{name}: {e}")
-                    log(f"phase {name} failed: {e}")
-                    for t in list(run.tenants.values()):
-                        stop(t["p"])
-                    run.tenants.clear()
-                    run.quit_mps()
+                modes = [run.ns] + (["mount+cgroup"] if run.ns == "pid+mount+cgroup" else [])
+                for i, mode in enumerate(modes):
+                    try:
+                        run.phase(name, tenants, mps, reads, phases, mode)
+                        break
+                    except Exception as e:  # one failed phase must not cost the other
+                        (failures if i == len(modes) - 1 else notes).append(f"{name} ({mode}): {e}")
+                        log(f"phase {name} failed with namespaces {mode}: {e}")
+                        for t in list(run.tenants.values()):
+                            stop(t["p"])
+                        run.tenants.clear()
+                        run.quit_mps()
+                        # Its reads are dropped: the retry's name tells them apart.
+                        name = f"{name}-retry"
         except Exception as e:
             failures.append(f"setup: {e}")
             log(f"setup failed: {e}")
         finally:
             run.teardown()
-            phases.write(json.dumps({"footer": True, "failures": failures}) + "\n")
+            phases.write(json.dumps({"footer": True, "failures": failures, "retried": notes}) + "\n")
     return 1 if failures else 0
 
 

@@ -69,7 +69,7 @@ def main():
         t = time.time()
         try:
             p = subprocess.run([sys.executable, "-c", DRY_PROGRAM if a.dry else PROGRAM], env=env,
-                               capture_output=True, text=True, timeout=120)
+                               capture_output=True, text=True, timeout=45)
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as e:
             rc, out, err = "timeout", e.stdout or "", e.stderr or ""

@@ -73,13 +73,13 @@ COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}
 cat "$OUT/host.txt"
 
 # --- what CUDA does with an injection library that cannot load
-timeout -k 10 240 python3 "$ROOT/lab/device/containers/inject.py" --libs "$ROOT/target/ctr-inject" \
+timeout -k 10 150 python3 "$ROOT/lab/device/containers/inject.py" --libs "$ROOT/target/ctr-inject" \
   --probe "$PROBE" --out "$OUT/inject.md" "${dry[@]}" >"$OUT/inject.log" 2>&1
 echo "inject exit $?"; cat "$OUT/inject.md"
 
 # --- the probe in containers
 mkdir -p /tmp/ctr-run
-timeout -k 10 330 python3 "$ROOT/lab/device/containers/driver.py" --out "$OUT" --tessera "$TESSERA" \
+timeout -k 10 300 python3 "$ROOT/lab/device/containers/driver.py" --out "$OUT" --tessera "$TESSERA" \
   --probe "$PROBE" --fake-cluster "$FAKE_CLUSTER" --gpu "$GPU" --commit "$COMMIT" "${dry[@]}" \
   2>"$OUT/driver.log"
 echo "driver exit $?"

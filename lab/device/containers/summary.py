@@ -41,6 +41,8 @@ def main():
     print(f"calibration: {head.get('calib')}")
     if foot.get("failures"):
         print(f"FAILURES: {foot['failures']}")
+    if foot.get("retried"):
+        print(f"retried in a weaker setup after: {foot['retried']}")
     print()
     print("| phase | pod | pid inside | pid on host | tessera's pid label | labels (namespace/pod/container, sharing_mode) "
           "| split | reads with a figure | busy_seconds rate | mean busy_ratio | truth (kernel) | error | within 10 % |")
