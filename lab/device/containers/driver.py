@@ -46,6 +46,10 @@ WARM, MEASURE = int(os.environ.get("CTR_WARM", "12")), int(os.environ.get("CTR_M
 SIZE = int(os.environ.get("CTR_SIZE", "8192"))
 TENANTS = {"ts-a": 0.5, "ts-b": 0.2, "mps-a": 0.5, "mps-b": 0.2}
 PHASES = [("time-sliced", ["ts-a", "ts-b"], False), ("mps", ["mps-a", "mps-b"], True)]
+PHASES = [p for p in PHASES if p[0] in os.environ.get("CTR_PHASES", "time-sliced,mps").split(",")]
+# The dry run runs one tenant as another user (nobody), as a pod of another UID: it reaches the
+# socket only through its mode. On the GPU host every tenant is root, as CUDA images run.
+DRY_UID = {"ts-b": 65534}
 UNSHARE = {"pid+mount+cgroup": ["unshare", "--pid", "--fork", "--mount", "--cgroup", "--propagation", "private", "--"],
            # The fallback where a tenant cannot run in a PID namespace of its own (MPS may need
            # its clients in the server's): the host's PIDs, the rest as a container.
@@ -142,6 +146,14 @@ class Run:
         a = self.a
         shutil.rmtree(RUN, ignore_errors=True)
         os.makedirs(f"{RUN}/logs")
+        if a.dry:
+            # The other user's tenant writes its files here and runs copies it can read.
+            os.chmod(RUN, 0o1777)
+            os.makedirs(f"{RUN}/bin")
+            for f in (f"{HERE}/tenant.py", os.environ["TESSERA_PROBE_CUPTI"]):
+                shutil.copy2(f, f"{RUN}/bin/")
+                os.chmod(f"{RUN}/bin/{os.path.basename(f)}", 0o755)
+            os.chmod(f"{RUN}/bin", 0o755)
         self.env = {k: v for k, v in os.environ.items()
                     if not k.startswith(("CUDA_INJECTION64", "TESSERA_PROBE_SOCKET"))}
         self.env["PYTHONUNBUFFERED"] = "1"
@@ -210,6 +222,9 @@ class Run:
             time.sleep(0.1)
         else:
             raise RuntimeError("tessera did not become ready: see logs/tessera.log")
+        if os.environ.get("CTR_PLANT") == "socket-0600":
+            # A planted fault: the socket as a chart that locked it to its owner would leave it.
+            os.chmod(f"{SOCK_DIR}/probe.sock", 0o600)
         st = os.stat(f"{SOCK_DIR}/probe.sock")
         self.facts["socket"] = {"mode": oct(stat.S_IMODE(st.st_mode)), "uid": st.st_uid, "gid": st.st_gid}
         log(f"socket: {self.facts['socket']}")
@@ -313,12 +328,17 @@ class Run:
 
     def start_tenant(self, name, phase, mps, seconds, namespaces):
         files = {k: f"{RUN}/{phase}-{name}.{k}" for k in ("ready", "progress")}
-        cmd = [sys.executable, f"{HERE}/tenant.py", "--size", str(SIZE), "--duty", str(TENANTS[name]),
+        uid = DRY_UID.get(name) if self.a.dry else None
+        py, script = (sys.executable, f"{HERE}/tenant.py") if uid is None else ("/usr/bin/python3", f"{RUN}/bin/tenant.py")
+        cmd = [py, script, "--size", str(SIZE), "--duty", str(TENANTS[name]),
                "--seconds", str(seconds), "--ready", files["ready"], "--go", f"{RUN}/{phase}.go",
                "--progress", files["progress"]]
         if self.a.dry:
             cmd.append("--dry")
         env = dict(self.env, CUDA_VISIBLE_DEVICES=self.uuid)
+        if uid is not None:
+            env["ENTER_UID"] = str(uid)
+            env["TESSERA_PROBE_CUPTI"] = f"{RUN}/bin/{os.path.basename(env['TESSERA_PROBE_CUPTI'])}"
         if mps:
             env.update(CUDA_MPS_PIPE_DIRECTORY=MPS_PIPE, CUDA_MPS_LOG_DIRECTORY=MPS_LOG)
         if namespaces != "none":

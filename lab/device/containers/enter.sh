@@ -18,6 +18,14 @@ mount --bind "$sock" /run/tessera
 mount -o remount,bind,ro /run/tessera
 mount --bind "$lib" /opt/tessera/lib
 mount -o remount,bind,ro /opt/tessera/lib
-export CUDA_INJECTION64_PATH=/opt/tessera/lib/libtessera_probe.so
-unset TESSERA_PROBE_SOCKET
+# CTR_PLANT=no-env plants a fault: the policy's variable missing.
+[ "${CTR_PLANT:-}" = no-env ] || export CUDA_INJECTION64_PATH=/opt/tessera/lib/libtessera_probe.so
+unset TESSERA_PROBE_SOCKET CTR_PLANT
+# A container of another user (ENTER_UID): the socket's mode decides whether its probe may
+# connect.
+if [ -n "${ENTER_UID:-}" ]; then
+  u=$ENTER_UID
+  unset ENTER_UID
+  exec setpriv --reuid="$u" --regid="$u" --clear-groups "$@"
+fi
 exec "$@"

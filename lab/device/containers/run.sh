@@ -11,7 +11,8 @@
 # that sleep): cargo build -p tessera -p fake-nvml -p fake-cupti --example fake_cluster, then
 #   DRY=1 OUT=/tmp/ctr-dry TESSERA=target/debug/tessera FAKE_CLUSTER=target/debug/examples/fake_cluster \
 #     bash lab/device/containers/run.sh
-# Never changes GPU settings. MPS runs with private pipe and log folders under /tmp and is quit
+# CTR_PHASES (time-sliced,mps), CTR_INJECT=0 (skip inject.py), CTR_PLANT (socket-0600, no-env: a
+# planted fault, scripts/test-probe-namespaces.sh) narrow it. Never changes GPU settings. MPS runs with private pipe and log folders under /tmp and is quit
 # before the script ends, whatever happens. /run/tessera and /opt/tessera/lib are made if
 # missing and removed at the end; the tenants' cgroups too.
 set -u
@@ -33,7 +34,7 @@ if [ -n "${DRY:-}" ]; then
   export TESSERA_PROBE_CUPTI=${TESSERA_PROBE_CUPTI:-$ROOT/target/probe/libfake_cupti.so}
   dry=(--dry)
 fi
-for f in "$TESSERA" "$FAKE_CLUSTER" "$PROBE" "$ROOT/target/ctr-inject/init_fails.so"; do
+for f in "$TESSERA" "$FAKE_CLUSTER" "$PROBE" $([ "${CTR_INJECT:-1}" = 0 ] || echo "$ROOT/target/ctr-inject/init_fails.so"); do
   [ -e "$f" ] || { echo "missing $f: build and carry it (see the head of this script)"; exit 2; }
 done
 COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}
@@ -73,9 +74,11 @@ COMMIT=${COMMIT:-$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)}
 cat "$OUT/host.txt"
 
 # --- what CUDA does with an injection library that cannot load
-timeout -k 10 150 python3 "$ROOT/lab/device/containers/inject.py" --libs "$ROOT/target/ctr-inject" \
-  --probe "$PROBE" --out "$OUT/inject.md" "${dry[@]}" >"$OUT/inject.log" 2>&1
-echo "inject exit $?"; cat "$OUT/inject.md"
+if [ "${CTR_INJECT:-1}" != 0 ]; then
+  timeout -k 10 150 python3 "$ROOT/lab/device/containers/inject.py" --libs "$ROOT/target/ctr-inject" \
+    --probe "$PROBE" --out "$OUT/inject.md" "${dry[@]}" >"$OUT/inject.log" 2>&1
+  echo "inject exit $?"; cat "$OUT/inject.md"
+fi
 
 # --- the probe in containers
 mkdir -p /tmp/ctr-run

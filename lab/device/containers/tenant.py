@@ -49,10 +49,13 @@ def main():
     period = 0.1
     if a.dry:
         matmul_s = 0.002
-        lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
-        init = lib.InitializeInjection
-        init.restype = ctypes.c_int
-        initialized = init()
+        # As the CUDA driver: no variable, no injection.
+        initialized = None
+        if os.environ.get("CUDA_INJECTION64_PATH"):
+            lib = ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"])
+            init = lib.InitializeInjection
+            init.restype = ctypes.c_int
+            initialized = init()
 
         def work(k):
             time.sleep(k * matmul_s)
