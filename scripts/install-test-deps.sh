@@ -75,7 +75,7 @@ for version in ${TESSERA_KUBE_NODE_VERSION:-v1.37.2}; do
   scripts/kube-real/build.sh "$version" --kubelet
 done
 # ---
-# --- the CUDA probe that loads in old tenant images (issue 53, scripts/build-probe.sh): zig
+# --- the CUDA probe that loads in old tenant images (scripts/build-probe.sh): zig
 # links it against glibc 2.17 through cargo-zigbuild, both from PyPI; objdump checks it. The
 # fuzz stage (scripts/fuzz.sh) installs cargo-fuzz itself.
 if ! command -v objdump >/dev/null; then

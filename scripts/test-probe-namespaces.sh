@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA probe as it runs in a container (issue 53), without a GPU: lab/device/containers'
+# The CUDA probe as it runs in a container, without a GPU: lab/device/containers'
 # dry run. Tenants run as PID 1 of their own PID, mount and cgroup namespaces, with the chart's
 # admission policy's two read-only mounts and one variable (enter.sh); one of them as another
 # user (nobody). Their probes load against the stand-in CUPTI and report to tessera (the debug

@@ -70,7 +70,7 @@ serving() {
 }
 computing() {
   stage "${R[@]}" advisor scripts/test-advisor.sh
-  # The CUDA probe that ships, linked against glibc 2.17: it loads in old tenant images (issue 53).
+  # The CUDA probe that ships, linked against glibc 2.17: it loads in old tenant images.
   stage --expect '^test_probe_glibc: [0-9]+ passed, 0 failed$' probe-glibc scripts/test-probe-glibc.sh
   # The probe across PID namespaces with the policy's mounts, one tenant another user (root).
   stage --needs cargo-test --expect '^test_probe_namespaces: [0-9]+ passed, 0 failed$' probe-namespaces \

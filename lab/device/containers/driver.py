@@ -1,4 +1,4 @@
-"""The CUDA probe in containers on a GPU host (issue 53): real PyTorch tenants, each in its own
+"""The CUDA probe in containers on a GPU host: real PyTorch tenants, each in its own
 PID, mount and cgroup namespaces inside a kubepods-style cgroup v2 path, with the probe
 injected the way the chart's admission policy injects it; tessera as the chart runs it, with
 its socket in /run/tessera and the library installed by `tessera install-probe` into

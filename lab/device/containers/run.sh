@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 53 on a GPU host: the CUDA probe inside containers, and what CUDA does with an injection
+# On a GPU host: the CUDA probe inside containers, and what CUDA does with an injection
 # library that cannot load. One device call of about 5 minutes on one GPU. From the repo root:
 #   cargo build --release -p tessera --example fake_cluster && bash lab/device/containers/build.sh   # here
 #   OUT=$OUT bash lab/device/containers/run.sh                                                       # there
