@@ -83,7 +83,10 @@ fuzz_target!(|data: &[u8]| {
         }
         // Paused: this advances only while every task waits, past each frame's pacing.
         tokio::time::sleep(Duration::from_secs(600)).await;
-        assert!(!receiver.is_finished(), "the receiver stopped after a session");
+        assert!(
+            !receiver.is_finished(),
+            "the receiver stopped after a session"
+        );
         // A hostile session never stops the socket serving the next tenant.
         let next = UnixStream::connect(&path).await;
         assert!(next.is_ok(), "the receiver no longer accepts");
@@ -94,7 +97,10 @@ fuzz_target!(|data: &[u8]| {
     let _ = std::fs::remove_file(&path);
 
     let now = Instant::now();
-    let others: Vec<u32> = [0, 1, me.wrapping_add(1), u32::MAX].into_iter().filter(|&p| p != me).collect();
+    let others: Vec<u32> = [0, 1, me.wrapping_add(1), u32::MAX]
+        .into_iter()
+        .filter(|&p| p != me)
+        .collect();
     assert!(
         book.readings(&others, now).is_empty() && book.timelines(&others, now).is_empty(),
         "a report was filed under a PID other than its sender's"
@@ -106,6 +112,10 @@ fuzz_target!(|data: &[u8]| {
     }
     for t in book.timelines(&[me], now).values() {
         assert!(t.covered.len() <= 2_000 && t.covered.len() == t.traced.len());
-        assert!(t.covered.iter().chain(&t.solo).all(|v| (0.0..=1.0).contains(v)));
+        assert!(t
+            .covered
+            .iter()
+            .chain(&t.solo)
+            .all(|v| (0.0..=1.0).contains(v)));
     }
 });
