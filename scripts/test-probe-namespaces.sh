@@ -2,7 +2,7 @@
 # The CUDA probe as it runs in a container, without a GPU: lab/device/containers'
 # dry run. Tenants run as PID 1 of their own PID, mount and cgroup namespaces, with the chart's
 # admission policy's two read-only mounts and one variable (enter.sh); one of them as another
-# user (nobody). Their probes load against the stand-in CUPTI and report to tessera (the debug
+# user (nobody), one with a worker process that loads the probe too. Their probes load against the stand-in CUPTI and report to tessera (the debug
 # build, on the fake NVML) on /run/tessera/probe.sock. Checked for every pod:
 #   - its probe series carry its host PID (SO_PEERCRED across the namespace), not its PID 1;
 #   - their labels are exactly namespace/pod/container, with the GPU's sharing_mode;
@@ -48,19 +48,27 @@ run() {
 }
 # row NAME POD: the pod's row of the summary table.
 row() { grep -E "^\| [a-z-]+ \| $2 \|" "$work/$1/summary.md"; }
-good() { row "$1" "$2" | grep -qE "\| $3 \| $3 \| energy/$2/main, time-slicing \|"; }
+# field NAME POD N: its Nth column.
+field() { row "$1" "$2" | awk -F' [|] ' -v n="$3" '{print $n}'; }
+# good NAME POD: its probe series carry exactly its processes' host PIDs, and its own labels.
+good() {
+  local host label
+  host=$(field "$1" "$2" 4 | sed 's/, worker /,/' | tr ',' '\n' | sort | paste -sd,)
+  label=$(field "$1" "$2" 5 | tr ',' '\n' | sort | paste -sd,)
+  [[ -n $host && $host == "$label" && $(field "$1" "$2" 6) == "energy/$2/main, time-slicing" ]]
+}
 
 section "four tenants in namespaces, one of them another user"
 if run honest CTR_MEASURE=6; then
   for pod in ts-a ts-b mps-a mps-b; do
-    pid=$(row honest "$pod" | awk -F' [|] ' '{print $4}')
-    if [[ -n $pid ]] && good honest "$pod" "$pid"; then
-      inside=$(row honest "$pod" | awk -F' [|] ' '{print $3}')
-      pass "$pod: PID $inside inside is filed under host PID $pid, as energy/$pod/main"
+    if good honest "$pod"; then
+      pass "$pod: PID $(field honest "$pod" 3) inside is filed under host PID $(field honest "$pod" 4), as energy/$pod/main"
     else
       fail "$pod: $(row honest "$pod" | cut -c1-240)"
     fi
   done
+  if [[ $(field honest ts-a 5) == *,* ]]; then pass "ts-a's worker process reports under its own host PID, in ts-a's pod"
+  else fail "ts-a's worker process has no probe series of its own"; fi
   if grep -q "uid 65534" "$work/honest/summary.md"; then pass "ts-b ran as uid 65534 and reached the socket (mode $(grep -o "'mode': '0o[0-7]*'" "$work/honest/summary.md" | head -1 | sed "s/.*0o//; s/'//"))"
   else fail "ts-b did not run as another user"; fi
 else
@@ -69,8 +77,7 @@ fi
 
 section "planted: the socket at mode 0600"
 if run socket-0600 CTR_PLANT=socket-0600 CTR_PHASES=time-sliced CTR_MEASURE=4; then
-  pid_a=$(row socket-0600 ts-a | awk -F' [|] ' '{print $4}')
-  if good socket-0600 ts-a "$pid_a" && row socket-0600 ts-b | grep -q 'not the host PID'; then
+  if good socket-0600 ts-a && row socket-0600 ts-b | grep -q 'not the host PID'; then
     pass "the other user's probe is refused (no series for ts-b), root's ts-a still reports"
   else
     fail "mode 0600 was not caught: $(row socket-0600 ts-b | cut -c1-200)"

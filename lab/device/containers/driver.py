@@ -50,6 +50,9 @@ PHASES = [p for p in PHASES if p[0] in os.environ.get("CTR_PHASES", "time-sliced
 # The dry run runs one tenant as another user (nobody), as a pod of another UID: it reaches the
 # socket only through its mode. On the GPU host every tenant is root, as CUDA images run.
 DRY_UID = {"ts-b": 65534}
+# And one tenant with a worker process of its own (a spawned data loader): its probe connects
+# by itself, under its own PID, and belongs to the same pod.
+DRY_WORKER = {"ts-a"}
 UNSHARE = {"pid+mount+cgroup": ["unshare", "--pid", "--fork", "--mount", "--cgroup", "--propagation", "private", "--"],
            # The fallback where a tenant cannot run in a PID namespace of its own (MPS may need
            # its clients in the server's): the host's PIDs, the rest as a container.
@@ -288,6 +291,8 @@ class Run:
     def write_dry_scenario(self):
         procs = [{"pid_file": f"{RUN}/{n}.pid", "gpu": 0, "comm": "python3", "memory_mib": 2000,
                   "sm_util": int(TENANTS[n] * 100)} for n in TENANTS]
+        procs += [{"pid_file": f"{RUN}/{n}-worker.pid", "gpu": 0, "comm": "python3", "memory_mib": 100,
+                   "sm_util": 0} for n in DRY_WORKER]
         scenario = {"gpus": [{"sku": "h100-80gb-hbm3"}],
                     "phases": [{"at_ms": 0, "name": "on", "gpus": [{"gpu": 0, "utilization": 70, "power_watts": 300}],
                                 "processes": procs}]}
@@ -335,6 +340,8 @@ class Run:
                "--progress", files["progress"]]
         if self.a.dry:
             cmd.append("--dry")
+            if name in DRY_WORKER:
+                cmd.append("--worker")
         env = dict(self.env, CUDA_VISIBLE_DEVICES=self.uuid)
         if uid is not None:
             env["ENTER_UID"] = str(uid)
@@ -350,7 +357,7 @@ class Run:
         if self.real:
             cmd = ["sh", "-c", f'echo $$ > {self.real[name]}/cgroup.procs && exec "$@"', "tenant"] + cmd
         p = start(cmd, env, logfile)
-        self.tenants[name] = {"p": p, "files": files, "host_pid": None}
+        self.tenants[name] = {"p": p, "files": files, "host_pid": None, "worker_host_pid": None}
 
     def host_pid(self, name, namespaces):
         """The tenant's PID as the host (NVML, tessera) sees it: under `unshare --fork` the
@@ -388,6 +395,14 @@ class Run:
                 self.host_pid(x, namespaces)
                 if x not in ready and os.path.exists(t["files"]["ready"]):
                     ready[x] = json.load(open(t["files"]["ready"]))
+                    if ready[x].get("worker_pid") and t["host_pid"]:
+                        kids = children(t["host_pid"])
+                        t["worker_host_pid"] = kids[0] if kids else None
+                        if kids and self.procfs:
+                            # A real cgroup would hold the worker as it holds its parent.
+                            self.link(kids[0], f"0::{self.cgroups[x]}\n")
+                        with open(f"{RUN}/{x}-worker.pid", "w") as f:
+                            f.write(f"{kids[0] if kids else 0}\n")
                 if t["p"].poll() is not None and x not in ready:
                     raise RuntimeError(f"tenant {x} exited ({t['p'].returncode}) before it was ready: "
                                        f"see logs/{name}-{x}.log")
@@ -420,7 +435,8 @@ class Run:
             t["progress"] = [tuple(map(float, l.split())) for l in open(t["files"]["progress"]) if l.strip()] \
                 if os.path.exists(t["files"]["progress"]) else []
             phases.write(json.dumps({"phase": name, "pod": x, "mps": mps, "namespaces": namespaces,
-                                     "host_pid": t["host_pid"], "ready": t["ready"], "go": go,
+                                     "host_pid": t["host_pid"], "worker_host_pid": t["worker_host_pid"],
+                                     "ready": t["ready"], "go": go,
                                      "progress": t["progress"], "rc": t["p"].returncode}) + "\n")
         phases.flush()
         if mps:

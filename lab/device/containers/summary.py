@@ -81,7 +81,8 @@ def main():
         fig = rate if rate is not None else mean
         err = (fig - truth) / truth if fig is not None and truth else None
         good = err is not None and abs(err) <= TOLERANCE
-        pid_ok = pids == {str(p.get("host_pid"))}
+        want_pids = {str(p.get("host_pid"))} | ({str(p["worker_host_pid"])} if p.get("worker_host_pid") else set())
+        pid_ok = pids == want_pids
         want_mode = "mps" if p.get("mps") else "time-slicing"
         labels_ok = bool(labels) and all(x == f"energy/{pod}/main, {want_mode}" for x in labels)
         if head.get("dry"):
@@ -91,7 +92,9 @@ def main():
             good = True
         ok_all = ok_all and good and pid_ok and labels_ok
         f = lambda v: "—" if v is None else f"{v:.3f}"
-        print(f'| {name} | {pod} | {p["ready"].get("pid")} (NSpid {p["ready"].get("nspid")}) | {p.get("host_pid")} '
+        worker_in = f', worker {p["ready"]["worker_pid"]}' if p["ready"].get("worker_pid") else ""
+        worker_out = f', worker {p["worker_host_pid"]}' if p.get("worker_host_pid") else ""
+        print(f'| {name} | {pod} | {p["ready"].get("pid")} (NSpid {p["ready"].get("nspid")}){worker_in} | {p.get("host_pid")}{worker_out} '
               f'| {",".join(sorted(x for x in pids if x)) or "—"}{"" if pid_ok else " (**not the host PID**)"} '
               f'| {"; ".join(sorted(labels)) or "—"}{"" if labels_ok else " (**not as expected**)"} | {",".join(sorted(m for m in methods if m))} '
               f'| {len(ratio)}/{len(rs)} | {f(rate)} | {f(mean)} | {f(truth)} '

@@ -1,6 +1,6 @@
 """A CUDA tenant in a container (driver.py): a fixed amount of bf16 matmul work every 100 ms.
 
-    tenant.py --size N --duty D --seconds S --ready FILE --go FILE --progress FILE [--per-period K]
+    tenant.py --size N --duty D --seconds S --ready FILE --go FILE --progress FILE [--per-period K] [--worker]
 
 Warms up, times one matmul, and sets the work per period to what fills `duty` of it alone (or
 takes `--per-period`). Writes to `--ready` what the container sees (its PID, its cgroup, the
@@ -14,6 +14,18 @@ import ctypes
 import json
 import os
 import time
+
+
+# A worker process of its own (not a fork: CUDA cannot be used in a forked child), loading the
+# probe as its own cuInit would; it connects to the socket by itself.
+WORKER = """
+import ctypes, os, sys, time
+path = os.environ.get("CUDA_INJECTION64_PATH")
+if path:
+    lib = ctypes.CDLL(path)
+    lib.InitializeInjection()
+time.sleep(float(sys.argv[1]))
+"""
 
 
 def seen():
@@ -45,6 +57,8 @@ def main():
     ap.add_argument("--go", required=True)
     ap.add_argument("--progress", required=True)
     ap.add_argument("--dry", action="store_true")
+    ap.add_argument("--worker", action="store_true",
+                    help="start a worker process that loads the probe too, as a spawned data loader would")
     a = ap.parse_args()
     period = 0.1
     if a.dry:
@@ -77,9 +91,15 @@ def main():
             for _ in range(k):
                 x @ y
             torch.cuda.synchronize()
+    worker = None
+    if a.worker:
+        import subprocess
+        import sys
+        worker = subprocess.Popen([sys.executable, "-c", WORKER, str(a.seconds + 30)])
     k = a.per_period or max(1, round(a.duty * period / matmul_s))
     with open(a.ready + ".tmp", "w") as f:
-        json.dump({"per_period": k, "matmul_s": matmul_s, "initialized": initialized, **seen()}, f)
+        json.dump({"per_period": k, "matmul_s": matmul_s, "initialized": initialized,
+                   "worker_pid": worker.pid if worker else None, **seen()}, f)
     os.replace(a.ready + ".tmp", a.ready)
     while not os.path.exists(a.go):
         time.sleep(0.01)
@@ -100,6 +120,9 @@ def main():
         else:
             next_start = time.time()
     progress.close()
+    if worker:
+        worker.kill()
+        worker.wait()
 
 
 if __name__ == "__main__":
