@@ -247,6 +247,11 @@ class Run:
                             made.append(path)
                     if not os.access(path + "/cgroup.procs", os.W_OK):
                         raise PermissionError(path + "/cgroup.procs not writable")
+                    # Delegation may refuse the move itself: a short-lived shell tries it.
+                    r = subprocess.run(["sh", "-c", f"echo $$ > {path}/cgroup.procs"],
+                                       capture_output=True, text=True)
+                    if r.returncode != 0:
+                        raise PermissionError(f"moving a process into {path}: {r.stderr.strip()}")
                 self.real = {pod: "/sys/fs/cgroup" + rel for pod, rel in self.cgroups.items()}
                 self.made_cgroups = made
                 self.facts["cgroups"] = "real, cgroup v2 under /sys/fs/cgroup (kubepods.slice paths)"
