@@ -2,12 +2,16 @@
 # The CUDA probe as it runs in a container, without a GPU: lab/device/containers'
 # dry run. Tenants run as PID 1 of their own PID, mount and cgroup namespaces, with the chart's
 # admission policy's two read-only mounts and one variable (enter.sh); one of them as another
-# user (nobody), one with a worker process that loads the probe too. Their probes load against the stand-in CUPTI and report to tessera (the debug
-# build, on the fake NVML) on /run/tessera/probe.sock. Checked for every pod:
+# user (nobody), one with a worker process that loads the probe too, and a stray process that
+# holds no GPU (NVML lists it nowhere) but whose probe writes to the socket. Their probes load
+# against the stand-in CUPTI and report to tessera (the debug build, on the fake NVML) on
+# /run/tessera/probe.sock. Checked for every pod:
 #   - its probe series carry its host PID (SO_PEERCRED across the namespace), not its PID 1;
 #   - their labels are exactly namespace/pod/container, with the GPU's sharing_mode;
+#   - the stray's reports appear nowhere;
 # and that the checks fail on planted faults: the socket at mode 0600 (the other user's probe
-# is refused, root's still reports) and the policy's variable missing (no probe reports).
+# is refused, root's still reports), NVML listing the stray (its reports then show), and the
+# policy's variable missing (no probe reports).
 #
 #   scripts/test-probe-namespaces.sh      # root; ends with `test_probe_namespaces: N passed, M failed`
 #
@@ -69,6 +73,9 @@ if run honest CTR_MEASURE=6; then
   done
   if [[ $(field honest ts-a 5) == *,* ]]; then pass "ts-a's worker process reports under its own host PID, in ts-a's pod"
   else fail "ts-a's worker process has no probe series of its own"; fi
+  if grep -q "^stray .*: no probe series in any" "$work/honest/summary.md"; then
+    pass "a process NVML lists on no GPU, its probe writing to the socket, gets no series: $(grep -o 'host PID [0-9]*' "$work/honest/summary.md" | head -1)"
+  else fail "the stray process: $(grep '^stray' "$work/honest/summary.md")"; fi
   if grep -q "uid 65534" "$work/honest/summary.md"; then pass "ts-b ran as uid 65534 and reached the socket (mode $(grep -o "'mode': '0o[0-7]*'" "$work/honest/summary.md" | head -1 | sed "s/.*0o//; s/'//"))"
   else fail "ts-b did not run as another user"; fi
 else
@@ -81,6 +88,17 @@ if run socket-0600 CTR_PLANT=socket-0600 CTR_PHASES=time-sliced CTR_MEASURE=4; t
     pass "the other user's probe is refused (no series for ts-b), root's ts-a still reports"
   else
     fail "mode 0600 was not caught: $(row socket-0600 ts-b | cut -c1-200)"
+  fi
+else
+  fail "the planted run did not finish"
+fi
+
+section "planted: NVML lists the stray process"
+if run stray-listed CTR_PLANT=stray-listed CTR_PHASES=time-sliced CTR_MEASURE=4; then
+  if grep -q "^stray .*probe series carry its PID" "$work/stray-listed/summary.md"; then
+    pass "once NVML lists it, its probe's reports show: the honest run's check can fail"
+  else
+    fail "the listed stray's reports did not show: $(grep '^stray' "$work/stray-listed/summary.md")"
   fi
 else
   fail "the planted run did not finish"

@@ -53,6 +53,9 @@ DRY_UID = {"ts-b": 65534}
 # And one tenant with a worker process of its own (a spawned data loader): its probe connects
 # by itself, under its own PID, and belongs to the same pod.
 DRY_WORKER = {"ts-a"}
+# And a process in a container that holds no GPU (NVML lists it nowhere) whose probe writes to
+# the socket anyway: nothing it sends may appear.
+STRAY = "stray"
 UNSHARE = {"pid+mount+cgroup": ["unshare", "--pid", "--fork", "--mount", "--cgroup", "--propagation", "private", "--"],
            # The fallback where a tenant cannot run in a PID namespace of its own (MPS may need
            # its clients in the server's): the host's PIDs, the rest as a container.
@@ -298,6 +301,10 @@ class Run:
                   "sm_util": int(TENANTS[n] * 100)} for n in TENANTS]
         procs += [{"pid_file": f"{RUN}/{n}-worker.pid", "gpu": 0, "comm": "python3", "memory_mib": 100,
                    "sm_util": 0} for n in DRY_WORKER]
+        if os.environ.get("CTR_PLANT") == "stray-listed":
+            # A planted fault: NVML lists the stray, so its reports would count.
+            procs.append({"pid_file": f"{RUN}/{STRAY}.pid", "gpu": 0, "comm": "python3", "memory_mib": 100,
+                          "sm_util": 0})
         scenario = {"gpus": [{"sku": "h100-80gb-hbm3"}],
                     "phases": [{"at_ms": 0, "name": "on", "gpus": [{"gpu": 0, "utilization": 70, "power_watts": 300}],
                                 "processes": procs}]}
@@ -340,7 +347,7 @@ class Run:
         files = {k: f"{RUN}/{phase}-{name}.{k}" for k in ("ready", "progress")}
         uid = DRY_UID.get(name) if self.a.dry else None
         py, script = (sys.executable, f"{HERE}/tenant.py") if uid is None else ("/usr/bin/python3", f"{RUN}/bin/tenant.py")
-        cmd = [py, script, "--size", str(SIZE), "--duty", str(TENANTS[name]),
+        cmd = [py, script, "--size", str(SIZE), "--duty", str(TENANTS.get(name, 0.1)),
                "--seconds", str(seconds), "--ready", files["ready"], "--go", f"{RUN}/{phase}.go",
                "--progress", files["progress"]]
         if self.a.dry:
@@ -377,7 +384,7 @@ class Run:
                 return None
             pid = kids[0]
         t["host_pid"] = pid
-        if self.procfs:
+        if self.procfs and name in self.cgroups:
             self.link(pid, f"0::{self.cgroups[name]}\n")
         if self.a.dry:
             with open(f"{RUN}/{name}.pid", "w") as f:
@@ -389,6 +396,8 @@ class Run:
         if mps:
             self.start_mps()
         run_for = WARM + MEASURE + 6
+        if self.a.dry and name == PHASES[0][0]:
+            tenants = tenants + [STRAY]
         for x in tenants:
             self.start_tenant(x, name, mps, run_for, namespaces)
         deadline = time.time() + READY_S
@@ -439,6 +448,9 @@ class Run:
             t["ready"] = ready[x]
             t["progress"] = [tuple(map(float, l.split())) for l in open(t["files"]["progress"]) if l.strip()] \
                 if os.path.exists(t["files"]["progress"]) else []
+            if x == STRAY:
+                phases.write(json.dumps({"phase": name, "stray": t["host_pid"], "ready": t["ready"]}) + "\n")
+                continue
             phases.write(json.dumps({"phase": name, "pod": x, "mps": mps, "namespaces": namespaces,
                                      "host_pid": t["host_pid"], "worker_host_pid": t["worker_host_pid"],
                                      "ready": t["ready"], "go": go,

@@ -99,6 +99,16 @@ def main():
               f'| {"; ".join(sorted(labels)) or "—"}{"" if labels_ok else " (**not as expected**)"} | {",".join(sorted(m for m in methods if m))} '
               f'| {len(ratio)}/{len(rs)} | {f(rate)} | {f(mean)} | {f(truth)} '
               f'| {"—" if err is None else f"{err * 100:+.1f} %"} | {"yes" if good else "**no**"} |')
+    for p in phases:
+        if "stray" not in p:
+            continue
+        rs = [r for r in reads if r["phase"] == p["phase"]]
+        probe_series = ("gpu_process_kernels_total", "gpu_process_busy_ratio", "gpu_process_busy_ratio_lower",
+                        "gpu_process_busy_ratio_upper")
+        seen = sum(1 for r in rs for n, l, v in r["rows"] if n in probe_series and l.get("pid") == str(p["stray"]))
+        ok_all = ok_all and seen == 0 and bool(rs)
+        print(f'\nstray (a container holding no GPU, its probe writing to the socket; host PID {p["stray"]}): '
+              f'{"no probe series in any of the " + str(len(rs)) + " reads" if seen == 0 else f"**{seen} probe series carry its PID**"}')
     print()
     print("what each tenant saw inside its container:")
     for p in phases:
