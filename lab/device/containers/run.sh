@@ -80,6 +80,26 @@ if [ "${CTR_INJECT:-1}" != 0 ]; then
   echo "inject exit $?"; cat "$OUT/inject.md"
 fi
 
+# --- CUPTI: the policy sets no TESSERA_PROBE_CUPTI, so the probe finds CUPTI by its sonames.
+# It does when the tenant's process already has it loaded (the soname then matches).
+if [ -z "${DRY:-}" ]; then
+  loaded=$(python3 -c '
+import torch
+torch.ones(1, device="cuda")
+print(sorted({l.split()[-1] for l in open("/proc/self/maps") if "libcupti" in l} or [""])[0])' 2>/dev/null)
+  if [ -n "$loaded" ]; then
+    echo "CUPTI in a PyTorch CUDA process: already loaded ($loaded): the probe finds it with the policy's setting alone" | tee -a "$OUT/host.txt"
+  else
+    found=$(python3 -c '
+import glob, os, torch
+d = os.path.dirname(os.path.dirname(torch.__file__))
+print((sorted(glob.glob(d + "/nvidia/cuda_cupti/lib/libcupti.so*")) or [""])[0])' 2>/dev/null)
+    [ -n "$found" ] || found=$(find /usr /opt -name 'libcupti.so*' 2>/dev/null | sort | tail -1)
+    export TESSERA_PROBE_CUPTI=$found
+    echo "CUPTI in a PyTorch CUDA process: not loaded; the policy's setting alone would leave the probe silent; TESSERA_PROBE_CUPTI=$found for this run" | tee -a "$OUT/host.txt"
+  fi
+fi
+
 # --- the probe in containers
 mkdir -p /tmp/ctr-run
 timeout -k 10 300 python3 "$ROOT/lab/device/containers/driver.py" --out "$OUT" --tessera "$TESSERA" \
