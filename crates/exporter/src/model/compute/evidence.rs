@@ -120,6 +120,11 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
             if widen(split, d, owners) {
                 return;
             }
+            // By difference the profiled process would get what its co-tenants' probes leave,
+            // and theirs would be read as if it ran nothing beside them.
+            if !split.profiler.is_empty() {
+                return;
+            }
             // A probe that stopped reporting does not make its process "the unprobed one":
             // by difference would hand it whatever its co-tenants' probes leave.
             let silent = split
@@ -570,3 +575,7 @@ fn dispute(split: &mut DeviceSplit, reasons: Vec<DisputeReason>) {
 #[cfg(test)]
 #[path = "evidence_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "evidence_profiler_tests.rs"]
+mod profiler_tests;

@@ -4,8 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::mean_between;
-use super::sampling::ratio_margin;
+use super::sampling::{mean_between, ratio_margin};
 use super::split_types::{
     ActivityInputs, DeviceCompute, DeviceSplit, Outlasting, ProbeReading, ProbeTimeline,
     ProcessShare, SplitMethod, IDLE_SHARE, NVML_BOOKED,

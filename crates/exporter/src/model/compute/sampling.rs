@@ -77,6 +77,17 @@ pub fn ratio_margin(
     Some(CONFIDENCE_Z * variance.sqrt())
 }
 
+/// The mean of the readings taken in `(end - seconds, end]` (each covers the sampler's
+/// interval before it; with no window, the one at `end`); `None` where none was.
+pub(super) fn mean_between(readings: &[(f64, f64)], end: f64, seconds: f64) -> Option<f64> {
+    let inside: Vec<f64> = readings
+        .iter()
+        .filter(|(t, _)| *t <= end && end - *t < seconds.max(f64::EPSILON))
+        .map(|(_, a)| *a)
+        .collect();
+    (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64)
+}
+
 #[cfg(test)]
 #[path = "sampling_tests.rs"]
 mod tests;

@@ -45,6 +45,11 @@ pub struct ProbeReading {
     /// The probe sends totals only (wire version 1): no clock and no timeline to set its
     /// kernels beside the others' ([`super::evidence`]).
     pub totals_only: bool,
+    /// Another CUPTI client in the process (a profiler: the PyTorch profiler, Nsight Systems)
+    /// holds CUPTI, so the probe's kernel records go to it: the probe measures nothing, and
+    /// says so rather than read low. No busy ratio while it lasts.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub profiler: bool,
 }
 
 pub use super::timeslice::ProbeTimeline;
@@ -161,6 +166,11 @@ pub struct DeviceSplit {
     /// Why the probes' claims were not believed, when the split is disputed (or was, before
     /// a wider rule settled it).
     pub disputed: Vec<super::figures::DisputeReason>,
+    /// Candidates whose probe lost its kernel records to a profiler in the process
+    /// ([`ProbeReading::profiler`]): the device's shares are withheld while there are any
+    /// beside another candidate, since each co-tenant's is split against their timelines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profiler: Vec<u32>,
     /// With timelines (time-slicing or MPS): what each step of the split gave each process.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub probe_stages: BTreeMap<u32, ProbeStages>,
