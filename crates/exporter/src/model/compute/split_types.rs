@@ -206,14 +206,14 @@ pub struct DeviceSplit {
     /// The mean of the device's readings over the probes' window, this one included: what the
     /// claims' checks weigh. A reading covers only the time since the previous sample (a
     /// second), the probes' claims the whole window; bursty tenants made the second's figure
-    /// swing from 0.02 to 0.35 within one draw and dispute honest claims (issue 32, run 4).
+    /// swing from 0.02 to 0.35 within one draw and dispute honest claims.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_window: Option<f64>,
     /// The stretch of time the probes' figures and bounds cover, `[start, end]` in the sample's
     /// clock (unix seconds): the trailing window, or with timelines the window ending
     /// `timeline_lag_seconds` before the sample. Who checks a figure against their own
     /// records checks it over this stretch: a second off, a bursty tenant's figure read 20 %
-    /// from its truth (issue 42's corpus, run 16).
+    /// from its truth on the H200 corpus.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub figure_window: Option<[f64; 2]>,
     /// The readings `device_window` averages, `(time, reading)`, over the window and the
