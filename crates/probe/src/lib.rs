@@ -526,6 +526,10 @@ fn reporter(socket: PathBuf, budget: f64) {
             cupti.filter(|_| report_due && (records_wanted() || LOST.load(Ordering::Relaxed)))
         {
             keep_owner(cupti, &mut tracing, &mut last_owned);
+        } else if report_due {
+            // Records off: when they go on again, nothing is known of CUPTI's owner until the
+            // next check.
+            last_owned = None;
         }
         if let (Some(cupti), Some(ns)) = (ours(), cupti_now()) {
             let want = records_wanted() && slot_traced(ns / slot_ns, governor.fraction);
@@ -628,8 +632,9 @@ fn keep_owner(cupti: &Cupti, tracing: &mut bool, last_owned: &mut Option<u64>) {
         Owner::Other if !lost => {
             LOST.store(true, Ordering::Relaxed);
             let now = cupti_now();
+            // Never found its own since records went on: none of their stretch is claimed.
             if let Ok(mut s) = SPANS.lock() {
-                s.trace_off(last_owned.or(now).unwrap_or(0));
+                s.trace_off(last_owned.unwrap_or(0));
             }
             *tracing = false;
             if let Some(now) = now {

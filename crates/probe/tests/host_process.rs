@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use std::io::Write;
 use tessera_probe::wire::{
-    Control, Frame, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL, FLAG_PROFILER, UNTRACED,
+    Bucket, Control, Frame, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL, FLAG_PROFILER, UNTRACED,
 };
 
 /// The directory cargo puts this test binary in (`target/<profile>/deps`).
@@ -406,7 +406,7 @@ fn a_profiler_takes_the_records_and_the_probe_says_so_until_they_come_back() {
     let (frames, log) = frames_of_run_sending(
         "profiler",
         &[
-            ("PROBE_HOST_MS", "7000"),
+            ("PROBE_HOST_MS", "8000"),
             ("TESSERA_PROBE_OVERHEAD", "1"),
             ("FAKE_CUPTI_PROFILER_MS", "2200,2000"),
         ],
@@ -452,8 +452,15 @@ fn a_profiler_takes_the_records_and_the_probe_says_so_until_they_come_back() {
     let back = after.first().expect("frames after the profiler");
     assert_eq!(back.flags & (FLAG_DISABLED | FLAG_PROFILER), 0, "{back:?}");
     assert!(back.flags & FLAG_FULL != 0, "{back:?}");
+    // From the last frame before the loss to just before the records came back, every
+    // millisecond is untraced: the probe could not see them, so it claims none.
+    let seen = before.last().expect("a frame before").now_ns / 1_000_000;
+    let lost_ms: Vec<&Bucket> = (seen + 5..back.now_ns / 1_000_000 - 50)
+        .filter_map(|b| back.buckets.get(b.checked_sub(back.first_bucket)? as usize))
+        .collect();
+    assert!(lost_ms.len() > 1_500, "{} ms", lost_ms.len());
     assert!(
-        back.buckets.iter().any(|b| b.covered_us == UNTRACED),
+        lost_ms.iter().all(|b| b.covered_us == UNTRACED),
         "the lost milliseconds must not read idle: {back:?}"
     );
     let last = after.last().expect("frames");
