@@ -4,6 +4,10 @@
   profiler.py summarize DIR/results.jsonl        # the table again, from the data
   profiler.py selftest                           # the summary code on made-up reads (no GPU)
 
+Dry run without a GPU (the plumbing, not the numbers): PYTHONPATH=lab/device/profiler/fake
+PROFILER_DRY_SCALE=0.3 profiler.py drive --out /tmp/dry --tessera W --probe /dev/null, W a
+wrapper that runs lab/device/corpus/fake_tessera.py.
+
 Phases (one H200, time-sliced, tessera reading every second, nothing changed on the GPU):
   calib     each workload alone, without the probe, under torch.profiler: kernel ms per request
             (CUPTI kernel durations from the trace, not CUDA events);
@@ -13,10 +17,11 @@ Phases (one H200, time-sliced, tessera reading every second, nothing changed on 
             when there is one (the corpus's setting). Every read: each tenant's published figure,
             bounds, NVML's per-process SM utilization, the split's method and why, the truth
             over the read's figure window;
-  overhead  a launch-bound loop (tiny kernels as fast as Python launches them) three times side
-            by side, without the probe, with the probe as shipped, and with the probe tracing
-            every launch (TESSERA_PROBE_OVERHEAD=1), beside the GEMM stream (records on: the
-            device is shared); launches per second of each.
+  overhead  a launch-bound loop (tiny kernels as fast as Python launches them) beside the GEMM
+            stream, one run of it after another in one call: without the probe, with the probe
+            as shipped, with the probe tracing every launch (TESSERA_PROBE_OVERHEAD=1), and
+            without it again (drift); records are on while the device is shared. Launches per
+            second of each, from 6 s into its turn.
 Writes DIR/results.jsonl (header, calib, one line per phase with every read), DIR/summary.txt,
 and DIR/logs.tgz (tessera's and the tenants' logs, the probes' toggle logs)."""
 import argparse
@@ -36,9 +41,12 @@ URL = f"http://127.0.0.1:{PORT}"
 RUN = "/tmp/tessera-profiler-run"
 PROCS = []
 
-PROF_AT, PROF_FOR, PHASE_S = 15.0, 10.0, 42.0
-READ_FROM = 8.0
-OVERHEAD_S, OVERHEAD_FROM = 32.0, 10.0
+# PROFILER_DRY_SCALE shortens every duration for a dry run (below); 1 on the GPU.
+SCALE = float(os.environ.get("PROFILER_DRY_SCALE", "1"))
+PROF_AT, PROF_FOR, PHASE_S = 15.0 * SCALE, 10.0 * SCALE, 42.0 * SCALE
+READ_FROM = 8.0 * SCALE
+TURN_S, TURN_FROM = 20.0 * SCALE, 6.0 * SCALE
+LEAD = 12.0  # torch import and warm-up before a common start
 
 
 def log(*a):
@@ -124,7 +132,7 @@ def tenant_run(kind, start, dur, duty, kernel_ms, out, prof_at=None, prof_for=0.
     for _ in range(10):
         step()
     torch.cuda.synchronize()
-    info = {"kind": kind, "pid": os.getpid(), "done": [], "duty": duty}
+    info = {"kind": kind, "pid": os.getpid(), "done": [], "duty": duty, "start": start}
     while time.time() < start:
         time.sleep(0.005)
     prof = None
@@ -241,7 +249,7 @@ def tenant_env(probe, cupti, extra=None):
 
 def run_tenants(specs, dur, read_from):
     """specs: (name, argv, env). Starts them together; reads tessera; their results."""
-    start = time.time() + 12.0  # torch import and warm-up before the common start
+    start = time.time() + LEAD
     procs = {}
     for name, argv, env in specs:
         procs[name] = start_proc([sys.executable, HERE, "tenant", *argv, "--start", str(start),
@@ -259,6 +267,36 @@ def run_tenants(specs, dur, read_from):
                 res[name] = json.load(f)
         except (OSError, ValueError):
             res[name] = {"error": "no result", "rc": procs[name].returncode}
+    return start, reads, res
+
+
+def run_turns(probe, cupti, calib):
+    """The launch-bound loop's turns beside one GEMM stream that runs through all of them."""
+    turns = [("tiny-plain", None, {}), ("tiny-probe", probe, {}),
+             ("tiny-traced", probe, {"TESSERA_PROBE_OVERHEAD": "1"}), ("tiny-plain-again", None, {})]
+    start = time.time() + LEAD
+    total = TURN_S * len(turns)
+    tenant = [sys.executable, HERE, "tenant"]
+    procs = {"gemm-ovh": start_proc(tenant + ["gemm", "--duty", "0.35", "--kernel-ms", str(calib["gemm"]["kernel_ms"]),
+                                              "--start", str(start), "--dur", str(total),
+                                              "--out", f"{RUN}/gemm-ovh.json"],
+                                    tenant_env(probe, cupti), f"{RUN}/logs/gemm-ovh.log")}
+    for i, (name, p, extra) in enumerate(turns):
+        procs[name] = start_proc(tenant + ["tiny", "--duty", "0", "--start", str(start + i * TURN_S),
+                                           "--dur", str(TURN_S - 1.0), "--out", f"{RUN}/{name}.json"],
+                                 tenant_env(p, cupti, extra), f"{RUN}/logs/{name}.log")
+    reads = watch(start + 2.0, start + total)
+    res = {}
+    for name, p in procs.items():
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            stop(p)
+        try:
+            with open(f"{RUN}/{name}.json") as f:
+                res[name] = json.load(f)
+        except (OSError, ValueError):
+            res[name] = {"error": "no result", "rc": p.returncode}
     return start, reads, res
 
 
@@ -296,8 +334,11 @@ def drive(a):
                     glob.glob("/usr/lib/x86_64-linux-gnu/libcupti.so*"))
     system = system[-1] if system else None
     own = torch_cupti()
-    card = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                          capture_output=True, text=True).stdout.strip()
+    try:
+        card = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        card = f"nvidia-smi: {e}"
     out.write(json.dumps({"type": "header", "commit": a.commit, "card": card, "torch_cupti": own,
                           "system_cupti": system, "started": time.time()}) + "\n")
     calib = {}
@@ -326,17 +367,20 @@ def drive(a):
                   tenant_env(a.probe, cupti, {"TESSERA_PROBE_TRACE_LOG": trace["TESSERA_PROBE_TRACE_LOG"] + "-gemm"}))]
         log("phase profiler", name, cupti)
         start, reads, res = run_tenants(specs, PHASE_S, READ_FROM)
+        # What each probe noted: records on and off, CUPTI lost to the profiler and regained.
+        toggles = {}
+        for who in ("enc", "gemm"):
+            try:
+                with open(f"{trace['TESSERA_PROBE_TRACE_LOG']}-{who}") as f:
+                    toggles[who] = [l.split()[0] for l in f if l.strip()]
+            except OSError:
+                toggles[who] = None
         out.write(json.dumps({"type": "profiler", "variant": name, "cupti": cupti, "start": start,
-                              "calib": calib, "tenants": res, "reads": reads}) + "\n")
+                              "calib": calib, "tenants": res, "reads": reads, "toggles": toggles}) + "\n")
         out.flush()
-    specs = [("gemm-ovh", ["gemm", "--duty", "0.35", "--kernel-ms", str(calib["gemm"]["kernel_ms"])],
-              tenant_env(a.probe, own)),
-             ("tiny-plain", ["tiny", "--duty", "0"], tenant_env(None, None)),
-             ("tiny-probe", ["tiny", "--duty", "0"], tenant_env(a.probe, own)),
-             ("tiny-traced", ["tiny", "--duty", "0"], tenant_env(a.probe, own, {"TESSERA_PROBE_OVERHEAD": "1"}))]
     log("phase overhead")
-    start, reads, res = run_tenants(specs, OVERHEAD_S, OVERHEAD_FROM)
-    out.write(json.dumps({"type": "overhead", "start": start, "from": OVERHEAD_FROM, "tenants": res,
+    start, reads, res = run_turns(a.probe, own, calib)
+    out.write(json.dumps({"type": "overhead", "start": start, "from": TURN_FROM, "tenants": res,
                           "reads": reads}) + "\n")
     stop(tessera)
     for p in PROCS:
@@ -434,13 +478,13 @@ def median(xs):
 
 
 def overhead_rows(rec):
-    """Launches per second of each launch-bound tenant from `from` s on, and what the probe
-    recorded of them (gpu_process_kernels_total grew: records were on)."""
-    t0 = rec["start"] + rec["from"]
+    """Launches per second of each launch-bound tenant from `from` s into its turn, and what the
+    probe recorded of them (gpu_process_kernels_total grew: records were on)."""
     rows = []
-    for name, r in sorted(rec["tenants"].items()):
+    for name, r in sorted(rec["tenants"].items(), key=lambda kv: kv[1].get("start", 0)):
         if not name.startswith("tiny") or "done" not in r:
             continue
+        t0 = r.get("start", rec["start"]) + rec["from"]
         done = [t for t in r["done"] if t > t0]
         rate = (len(done) - 1) * 1000 / (done[-1] - done[0]) if len(done) > 1 else None
         kernels = [read["p"].get(str(r.get("pid")), {}).get("kernels") for read in rec["reads"] if "p" in read]
@@ -468,6 +512,8 @@ def summarize(path):
             prof, rows = profiler_rows(rec)
             span = f"{prof[1] - prof[0]:.1f} s" if prof else "never started"
             lines.append(f"\nprofiler phase, probe's CUPTI {rec['variant']} ({rec.get('cupti')}); profiler {span}")
+            for who, t in (rec.get("toggles") or {}).items():
+                lines.append(f"  {who} probe noted: {' '.join(t) if t else t}")
             lines.append(f"{'tenant':18} {'prof':>4} {'during':>6} {'w/held':>6} {'publ':>5} {'low':>4} "
                          f"{'outside':>7} {'publ':>5} {'<=10%':>5} {'med err':>8} {'nvml<=10%':>9} {'nvml med':>8}")
             for r in rows:
@@ -481,11 +527,11 @@ def summarize(path):
                              f"{'-' if me is None else f'{me:+.3f}':>8} "
                              f"{r['nvml_within10']:4}/{r['nvml_reads']:<4} {'-' if mn is None else f'{mn:+.3f}':>8}")
         elif rec["type"] == "overhead":
-            lines.append("\noverhead phase: launch-bound loops side by side beside a GEMM stream at 0.35")
+            lines.append("\noverhead phase: a launch-bound loop's turns beside a GEMM stream at 0.35")
             for r in overhead_rows(rec):
                 rate = r["launches_per_s"]
                 vs = r["vs_plain"]
-                lines.append(f"{r['tenant']:14} {'-' if rate is None else f'{rate:,.0f}':>10} launches/s  "
+                lines.append(f"{r['tenant']:18} {'-' if rate is None else f'{rate:,.0f}':>10} launches/s  "
                              f"{'' if vs is None else f'{vs:+.1%} vs plain':>16}  probe saw "
                              f"{r['probe_kernels_seen']} kernels")
         elif rec["type"] == "footer" and rec.get("error"):
@@ -526,8 +572,8 @@ def selftest():
     assert abs(truth(done_c, 6.0, [t0 + 10, t0 + 15]) - 0.3) < 0.01
     ovh = {"type": "overhead", "start": t0, "from": 10, "reads": [
         {"p": {"21": {"kernels": 0}}}, {"p": {"21": {"kernels": 5000}}}],
-        "tenants": {"tiny-plain": {"pid": 20, "done": [t0 + 10 + i * 0.01 for i in range(101)]},
-                    "tiny-probe": {"pid": 21, "done": [t0 + 10 + i * 0.0125 for i in range(81)]},
+        "tenants": {"tiny-plain": {"pid": 20, "start": t0, "done": [t0 + 10 + i * 0.01 for i in range(101)]},
+                    "tiny-probe": {"pid": 21, "start": t0 + 20, "done": [t0 + 30 + i * 0.0125 for i in range(81)]},
                     "gemm-ovh": {"pid": 22, "done": []}}}
     o = {r["tenant"]: r for r in overhead_rows(ovh)}
     assert abs(o["tiny-plain"]["launches_per_s"] - 100_000) < 1, o
