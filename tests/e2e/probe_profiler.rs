@@ -4,9 +4,7 @@
 //! figure, with the reason in the split's why, and publish both again once the profiler has
 //! let CUPTI go and the probe's timeline covers the window again.
 
-mod support;
-
-use support::{Clients, Exporter};
+use crate::support::{self, Clients, Exporter};
 
 fn process_value(m: &str, family: &str, pid: u32) -> Option<f64> {
     m.lines()
