@@ -24,6 +24,7 @@ mod layers;
 mod nvml;
 mod nvml_faults;
 mod probe;
+mod probe_profiler;
 mod probe_records;
 mod readme;
 mod utilization_samples;

@@ -27,7 +27,7 @@ pub fn markdown_reference() -> String {
          memory clock).\n\n\
          Each HELP line is one sentence of at most 150 characters (a test holds it); where a \
          family's value needs more words, they are under [What each value means](#what-each-value-means).\n\n\
-         `promtool check metrics` (run on the demo's exposition by scripts/test-prometheus.sh) \
+         `promtool check metrics` (run by scripts/test-prometheus.sh on a live exposition) \
          reports one warning tessera keeps: \"no help text\" for every counter's `_total` \
          sample. promtool reads the Prometheus 0.0.4 text format, in which a counter's HELP and \
          TYPE lines name its `_total` sample; tessera serves OpenMetrics, in which they name the \

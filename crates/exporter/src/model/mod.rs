@@ -10,8 +10,9 @@
 //! - `dra/`: `dra_claim` (plain types), `dra_parse`, then `dra` itself (`dra/mod.rs`);
 //! - `cluster`, the pods' view;
 //! - `holding/`, who holds what: `holding` itself (plain types), `grants`, `attribution`;
-//! - `compute/`: `figures` (plain types), `sampling`, `timeslice`, `split_types`, `probe_split`, then
-//!   `compute` itself, `evidence`, and `records` (which probes need kernel records);
+//! - `compute/`: `figures` (plain types), `sampling`, `timeslice`, `split_types`,
+//!   `probe_split`, then `compute` itself, `evidence`, and `records` (which probes need kernel
+//!   records);
 //! - `energy/`: `floor`, `energy` itself (plain types, and the floor's re-exported), `split`,
 //!   `ledger`;
 //! - `view/`, what the exporter shows: `view` itself (plain types), filled by `limits` and
