@@ -15,8 +15,8 @@ stands for: the one that read the raw samples. This
    loads them) and waits until Prometheus reads them;
 2. evaluates each layered rule (a same-group helper written out in place, as Prometheus
    evaluates it at the same instant) and its direct expression with the same range query:
-   every --step from the first instant whose longest window the history fills (or --from
-   plus an hour) to --to;
+   every --step from the first instant whose longest window the history fills (at most an
+   hour after --from) to --to;
 3. compares them at every step: the same series (label sets), each value within a relative
    1e-9. An alert's firing set is a function of its expression's series at each evaluation,
    so equal series at every step mean equal firing sets.
@@ -136,8 +136,8 @@ def close(x, y):
 
 
 def compare(a, name, layered, direct):
-    start = max(a.start + min(widest(direct), a.end - a.start - 600), a.start + 3600)
-    start = min(start, a.end - 600)
+    # Windows the history does not fill yet are compared too: both sides read what there is.
+    start = min(a.start + max(600, min(widest(direct), 3600)), a.end - 600)
     got, want = matrix(a, layered, start), matrix(a, direct, start)
     steps = sorted(set(got) | set(want))
     bad = []
