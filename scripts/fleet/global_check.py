@@ -7,7 +7,8 @@ Each shard is a Prometheus that scrapes part of the fleet, evaluates tessera's r
 remote-writes everything (scraped and recorded) to one VictoriaMetrics, the global layer.
 This checks: every shard's rule groups evaluate without error; the global layer holds every
 shard's clusters; fleet-wide figures read there equal the sum of the shards' own (capacity,
-allocated GPUs, head of the advisor's summaries); every dashboard query answers there (the
+allocated GPUs, GPUs, the advisor's summaries); one GPU-hour and one kWh price, as the cost
+panels' scalar() needs; every dashboard query answers there (the
 queries of scripts/fleet/measure.py, over 1 h and 24 h); `tessera advise` against it exits 0
 and names workloads of every shard. Last line: "global: N passed, M failed".
 """
@@ -71,6 +72,10 @@ def main():
         ok = g is not None and shard_sum > 0 and abs(g - shard_sum) <= 1e-6 * abs(shard_sum)
         check(ok, f"{what} over the global layer equals the shards' sum: {g} against {shard_sum} ({q})")
     figures["fleet_sums"] = sums
+    # The cost panels multiply by scalar(cluster:gpu_hour_price:value): one series, or NaN.
+    for price in ("cluster:gpu_hour_price:value", "cluster:gpu_energy_kwh_price:value"):
+        n = value(a.glob, f"count(last_over_time({price}[2m]))", t)
+        check(n == 1, f"the global layer holds one {price} for the cost panels' scalar(): {n}")
     da = argparse.Namespace(prom=a.glob, dashboards=a.dashboards, history_seconds=0, seconds=a.seconds,
                             tessera=a.tessera)
     measure.dashboards(da, figures, check)
