@@ -22,7 +22,7 @@
 #    samples. (vmagent scraping on its own would scrape at other instants and see other values,
 #    and a comparison of the engines would compare those; vmagent remote-writing into
 #    Prometheus's receiver fell minutes behind at 1,000 GPUs on this machine.);
-# 3. Prometheus evaluates alerts/*.yaml, vmalert evaluates the same files against
+# 3. Prometheus evaluates alerts/*.yaml (or $FLEET_RULES/*.yaml), vmalert evaluates the same files against
 #    VictoriaMetrics (group intervals dropped, `for:` 0s: tests/prometheus/rules_for_test.py;
 #    every group runs every --eval seconds);
 # 4. after --minutes, scripts/fleet/measure.py measures: series total / per GPU / per container,
@@ -62,6 +62,9 @@ done
 LIMIT=${TESSERA_TEST_TIMEOUT:-$((seconds + nodes * 3 + 600 + history * nodes * 2))}
 FLEET_HISTORY_BIN=${FLEET_HISTORY_BIN:-target/release/fleet-history}
 PROMTOOL=${PROMTOOL:-promtool}
+# The rule files measured: the shipped ones, or another set of the same groups (FLEET_RULES=DIR,
+# e.g. lab/data/rules-before-layering to measure the rules as they were before the rollups).
+RULES=${FLEET_RULES:-alerts}
 
 passed=0
 failed=0
@@ -163,7 +166,7 @@ pass "$nodes nodes ready ($((SECONDS - t0)) s)"
 fi
 
 # Rules as tests/prometheus/rules_for_test.py writes them: every group at the engine's interval.
-python3 tests/prometheus/rules_for_test.py "$tmp/rules" alerts/*.yaml
+python3 tests/prometheus/rules_for_test.py "$tmp/rules" "$RULES"/*.yaml
 prom_port=$(free_port)
 vm_port=$(free_port)
 vmagent_port=$(free_port)
@@ -286,6 +289,37 @@ settle() {
     fail "Prometheus did not settle after the $1 (the figures below include its compactor): $(tail -n 1 "$tmp/settle.log")"
   fi
 }
+# The layered rules (a rollup's peaks, a helper recorded earlier in the group) against the raw
+# expressions they stand for, over the backfilled history: the rollups are recorded over it
+# first, so the rules measured below read hours of them as they would in steady state. The test
+# runs it beside the live window (it waits up to a minute for Prometheus to load the rollups);
+# a measured run runs it before, so its range queries do not load the figures.
+layered() {
+  python3 scripts/fleet/layered.py --prom "http://127.0.0.1:$prom_port" --promtool "$PROMTOOL" \
+    --blocks "$tmp/prom" --work "$tmp/layered" --direct tests/prometheus/direct-rules.yaml \
+    --from "$hist_from" --to "$hist_to" --step "${FLEET_LAYERED_STEP:-$((small ? scrape : 300))}" \
+    ${out:+--out "${out%.json}-layered.json"} --check "$RULES"/*.yaml >"$tmp/layered.log" 2>&1
+}
+layered_result() {
+  if [[ ${1:-1} == 0 ]]; then
+    pass "layered rules equal their direct expressions over the history: $(grep -c '^ok ' "$tmp/layered.log") checks"
+  else
+    fail "layered rules against their direct expressions"
+  fi
+  grep -E '^(ok|FAIL) ' "$tmp/layered.log" | cut -c1-400 | sed 's/^/      /'
+}
+layered_pid=""
+if [[ -n $replay ]] && ((history > 0)); then
+  if ((small)); then
+    layered &
+    layered_pid=$!
+    pids+=("$layered_pid")
+  else
+    rc=0
+    layered || rc=$?
+    layered_result "$rc"
+  fi
+fi
 [[ -n $replay ]] && settle backfill
 if [[ -n $replay ]] && ((summary_days > 0)); then
   t0=$SECONDS
@@ -325,4 +359,9 @@ read -r p f < <(sed -nE 's/^measure: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' 
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-0}))
 ((rc == 0)) || [[ -n $f ]] || fail "measure.py exited $rc"
+if [[ -n $layered_pid ]]; then
+  rc=0
+  wait "$layered_pid" || rc=$?
+  layered_result "$rc"
+fi
 finish

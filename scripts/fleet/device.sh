@@ -4,7 +4,7 @@
 # vmagent, vmalert, tessera; fleet-history; py/ with a pure-Python PyYAML; optionally
 # COMMIT, the commit the scripts come from, where the tree there is not a git checkout).
 #
-#   scripts/fleet/device.sh CARRY OUT RUN...    RUN: NAME:NODES:HISTORY_HOURS:LIVE_SECONDS:SUMMARY_DAYS
+#   scripts/fleet/device.sh CARRY OUT RUN...    RUN: NAME:NODES:HISTORY_HOURS:LIVE_SECONDS:SUMMARY_DAYS[:RULES_DIR]
 #
 # Each RUN is one scripts/fleet.sh --replay at that size; its JSON and log go to OUT, the
 # engines' own logs to OUT/logs.tgz (the tool brings back 8 files at most).
@@ -26,9 +26,9 @@ export TESSERA_BIN=$bin/tessera FLEET_HISTORY_BIN=$bin/fleet-history
   uptime
 } >"$out/host.txt" 2>&1
 for r in "$@"; do
-  IFS=: read -r name nodes hours live days <<<"$r"
+  IFS=: read -r name nodes hours live days rules <<<"$r"
   t0=$SECONDS
-  PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay tests/data/fleet-captures-16.tar.xz \
+  FLEET_RULES=${rules:-alerts} PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay tests/data/fleet-captures-16.tar.xz \
     --nodes "$nodes" --history-hours "$hours" --seconds "$live" --summary-days "$days" \
     --scrape 15 --eval "${FLEET_EVAL:-15}" --out "$out/$name.json" --keep "/tmp/fleet-logs/$name" >"$out/$name.log" 2>&1
   echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$out/host.txt"
