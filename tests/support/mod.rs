@@ -372,10 +372,15 @@ pub fn normalize(exposition: &str) -> String {
 }
 
 /// Compares with `tests/golden/<name>.txt`. `TESSERA_UPDATE_GOLDEN=1` rewrites it: regenerate
-/// only on purpose, and review the diff.
+/// only on purpose, and review the diff. `TESSERA_GOLDEN_OUT=DIR` also writes what was compared
+/// to `DIR/<name>.txt`.
 pub fn assert_golden(name: &str, exposition: &str) {
     let path = workspace().join("tests/golden").join(format!("{name}.txt"));
     let got = normalize(exposition);
+    // scripts/test-arm64.sh compares, byte for byte, what an emulated arm64 run compared here.
+    if let Some(dir) = std::env::var_os("TESSERA_GOLDEN_OUT") {
+        std::fs::write(Path::new(&dir).join(format!("{name}.txt")), &got).expect("write exposition");
+    }
     if std::env::var_os("TESSERA_UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &got).expect("write golden");
         return;
