@@ -70,6 +70,8 @@ serving() {
 }
 computing() {
   stage "${R[@]}" advisor scripts/test-advisor.sh
+  # arm64, emulated: unit, golden and DCGM tests built for aarch64 and run under qemu-user.
+  stage --expect '^test_arm64: [0-9]+ passed, 0 failed$' arm64 scripts/test-arm64.sh
   stage "${R[@]}" --expect '^[0-9]+ passed, 0 failed$' image scripts/test-image.sh
   # Counts cycles, not seconds: a busy neighbour makes it longer, not different.
   stage "${R[@]}" --expect '^1 passed, 0 failed$' soak scripts/soak.sh
