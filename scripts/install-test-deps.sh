@@ -4,7 +4,8 @@
 # buildah, podman, runc and prometheus-alertmanager, and helm-python-sdk (tests/helm/requirements.txt);
 # chromium (renders the advisor's HTML report headless); victoria-metrics (vmagent, vmalert);
 # kube-apiserver, etcd (and kubectl if missing) built with Go for scripts/test-kube-real.sh;
-# containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh.
+# containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh;
+# Debian's Rust with the arm64 standard library, the aarch64 cross gcc and qemu for the arm64 stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
