@@ -33,7 +33,8 @@ trap 'rm -rf "$goldens"' EXIT
 log=$goldens/cargo-test.log
 set +e
 # Never rewrite the golden files from an emulated run.
-env -u TESSERA_UPDATE_GOLDEN TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked "${targets[@]}" 2>&1 | tee "$log"
+unset TESSERA_UPDATE_GOLDEN
+TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked "${targets[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "arm64: tests ran $(($(date +%s) - built)) s under qemu"
