@@ -34,7 +34,7 @@ log=$goldens/cargo-test.log
 set +e
 # Never rewrite the golden files from an emulated run.
 unset TESSERA_UPDATE_GOLDEN
-TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked "${targets[@]}" 2>&1 | tee "$log"
+TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked --no-fail-fast "${targets[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "arm64: tests ran $(($(date +%s) - built)) s under qemu"
