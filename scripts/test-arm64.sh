@@ -2,8 +2,9 @@
 # tessera's tests on arm64, emulated: built for aarch64-unknown-linux-gnu (scripts/lib/arm64.sh)
 # and run under qemu-user on this x86_64 machine:
 #   - the exporter's unit tests (tessera-exporter --lib) and the CUDA probe's (tessera-probe --lib),
-#   - the end-to-end tests that drive the arm64 binary against the arm64 fake NVML: every golden
-#     exposition (nvml_e2e, attribution_e2e) and the DCGM surface (dcgm_compat_e2e),
+#   - the end-to-end tests that drive the arm64 binary against the arm64 fake NVML: the golden
+#     expositions (nvml_e2e, attribution_e2e) and the DCGM surface (dcgm_compat_e2e), less the
+#     six whose scenarios move on the fake's clock faster than emulation starts (listed below),
 #   - the expositions those tests compare with tests/golden/*.txt, written out as compared, and
 #     checked byte for byte against the same files the x86_64 tests use.
 # The test binaries run through the runner in .cargo/config.toml; tessera and the NVML workers
@@ -24,6 +25,25 @@ if ! arm64_binfmt_ready; then
 fi
 targets=(--target "$ARM64_TRIPLE" -p tessera -p tessera-exporter -p tessera-probe --lib
   --test nvml_e2e --test attribution_e2e --test dcgm_compat_e2e)
+# Left out under emulation, with the golden file each would compare: their scenarios change the
+# GPUs on the fake NVML's clock within the first second after nvmlInit (a GPU lost at 300 ms, a
+# call that hangs, a MIG re-partition, processes that leave), and an emulated debug build reaches
+# its first discovery or sample only after that, so the test sees another sequence of events
+# than it was written for. They run natively in the cargo-test stage.
+skipped=(
+  a_lost_gpu_reports_down_and_the_others_keep_going=gpu-lost
+  a_lost_gpu_shows_its_last_xid_and_the_other_gpu_none=
+  a_hung_call_isolates_its_gpu_and_serving_goes_on=
+  a_live_mig_repartition_leaves_no_stale_series=mig-repartitioned
+  processes_that_leave_take_their_series_with_them=churn-after
+  process_utilization_is_read_on_its_own_cadence=
+)
+skip_args=()
+not_run=" "
+for s in "${skipped[@]}"; do
+  skip_args+=(--skip "${s%%=*}")
+  [[ -z ${s#*=} ]] || not_run+="${s#*=}.txt "
+done
 start=$(date +%s)
 arm64_cargo test --locked --no-run "${targets[@]}"
 built=$(date +%s)
@@ -34,7 +54,7 @@ log=$goldens/cargo-test.log
 set +e
 # Never rewrite the golden files from an emulated run.
 unset TESSERA_UPDATE_GOLDEN
-TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked --no-fail-fast "${targets[@]}" 2>&1 | tee "$log"
+TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked --no-fail-fast "${targets[@]}" -- --exact "${skip_args[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "arm64: tests ran $(($(date +%s) - built)) s under qemu"
@@ -44,19 +64,22 @@ passed=$((passed + binaries))
 failed=$((failed + broken))
 ((rc == 0 || broken > 0)) || failed=$((failed + 1))
 # Byte for byte: each exposition the arm64 run compared with a golden file is that file.
-want=$(find tests/golden -name '*.txt' | wc -l)
+want=0
 same=0
 for f in tests/golden/*.txt; do
   name=$(basename "$f")
+  [[ $not_run == *" $name "* ]] && continue
+  want=$((want + 1))
   if [[ ! -f $goldens/$name ]]; then
     echo "FAIL  golden $name: no arm64 exposition was compared with it"
   elif cmp -s "$f" "$goldens/$name"; then
     same=$((same + 1))
   else
     echo "FAIL  golden $name: the arm64 exposition differs in its bytes"
-    diff "$f" "$goldens/$name" | head -20 | sed 's/^/      /'
+    { diff "$f" "$goldens/$name" || true; } | head -20 | sed 's/^/      /'
   fi
 done
+echo "      not run under emulation (scenario clock, above):$not_run"
 if ((same == want)); then
   passed=$((passed + 1)); echo "ok    golden: $same of $want expositions byte-identical to tests/golden (x86_64's)"
 else
