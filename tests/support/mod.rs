@@ -384,7 +384,8 @@ pub fn assert_golden(name: &str, exposition: &str) {
     let got = normalize(exposition);
     // scripts/test-arm64.sh compares, byte for byte, what an emulated arm64 run compared here.
     if let Some(dir) = std::env::var_os("TESSERA_GOLDEN_OUT") {
-        std::fs::write(Path::new(&dir).join(format!("{name}.txt")), &got).expect("write exposition");
+        std::fs::write(Path::new(&dir).join(format!("{name}.txt")), &got)
+            .expect("write exposition");
     }
     if std::env::var_os("TESSERA_UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &got).expect("write golden");
