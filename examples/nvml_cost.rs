@@ -157,7 +157,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         add(
             "clock event reasons",
-            time(n, || tessera_exporter::source::nvml::clock_event_reasons(nvml, &d)),
+            time(n, || {
+                tessera_exporter::source::nvml::clock_event_reasons(nvml, &d)
+            }),
             1.0,
         );
         add(

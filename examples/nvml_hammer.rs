@@ -1,4 +1,4 @@
-//! Which NVML calls are unsafe when made at once for different GPUs (issue 31's bisect).
+//! Which NVML calls are unsafe when made at once for different GPUs (a bisect of the calls).
 //!
 //! One thread per GPU repeats a chosen group of the calls tessera makes, as fast as it can,
 //! for a number of seconds, while CUDA processes come and go on the GPUs. A group that faults

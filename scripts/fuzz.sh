@@ -25,7 +25,7 @@ cd "$root/fuzz"
 seconds="${FUZZ_SECONDS:-60}"
 sanitizer="${FUZZ_SANITIZER:-address}"
 per_input_timeout="${FUZZ_TIMEOUT:-10}"
-all_targets=(cgroup device_id config_file duration probe_frame)
+all_targets=(cgroup device_id config_file duration probe_frame probe_session)
 if [[ $# -gt 0 ]]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 export RUSTC_BOOTSTRAP=1

@@ -16,20 +16,21 @@
 # The binary is built without the demo (`--no-default-features`: no crates/demo, no fakes, no
 # fake NVML); in the image `--demo` stops with exit code 2. The image holds that release binary,
 # exactly the shared libraries `ldd` lists for it (glibc, libgcc_s, libm, the loader), the CUDA
-# probe library, the CA roots (kube's client trusts them for a kubeconfig whose server has a
-# public certificate; in-cluster it uses the service account's CA), /etc/passwd and /etc/group
-# for user 65534, and an empty /tmp. The real libnvidia-ml.so.1 is not in it: the NVIDIA
-# container runtime mounts the node's driver library at run time. `--run-fake-nvml` does the
-# same with the fake NVML (crates/fake-nvml) and its demo scenario, read-only: GPUs, no pods.
+# probe library (built against glibc 2.17 by scripts/build-probe.sh), the CA roots (kube's
+# client trusts them for a kubeconfig whose server has a public certificate; in-cluster it uses
+# the service account's CA), /etc/passwd and /etc/group for user 65534, and an empty /tmp. The
+# real libnvidia-ml.so.1 is not in it: the NVIDIA container runtime mounts the node's driver
+# library at run time. `--run-fake-nvml` does the same with the fake NVML (crates/fake-nvml)
+# and its demo scenario, read-only: GPUs, no pods.
 #
 # Layout is merged-/usr like Debian (/lib, /lib64 -> usr/...), so the NVIDIA runtime's ldconfig
 # hook and dlopen("libnvidia-ml.so.1") find a driver library mounted into /usr/lib/<triplet>.
 #
 # Storage is private to this run (vfs under a temp dir): nothing is left in /var/lib/containers.
 # Environment: IMAGE_OUT (default target/image), CARGO_BUILD=0 to use existing release artefacts
-# (target/release/tessera must then be a --no-default-features build). After building the image's
-# binary it builds the default one again, so target/release/tessera keeps `--demo` for the
-# scripts that run it.
+# (target/release/tessera must then be a --no-default-features build, and target/probe/ hold
+# scripts/build-probe.sh's probe). After building the image's binary it builds the default one
+# again, so target/release/tessera keeps `--demo` for the scripts that run it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -63,11 +64,17 @@ if [[ ${CARGO_BUILD:-1} != 0 ]]; then
   cargo build --release -q -p tessera -p fake-nvml --no-default-features
 fi
 bin=target/release/tessera
-# The CUDA probe the cuda-probe overlay copies onto each node for workload pods.
-probe=target/release/deps/libtessera_probe.so
+# The CUDA probe the cuda-probe overlay copies onto each node for workload pods: built against
+# an old glibc, since it loads inside the tenants' images, not this one (scripts/build-probe.sh).
+probe=target/probe/libtessera_probe.so
+if [[ ${CARGO_BUILD:-1} != 0 ]]; then
+  scripts/build-probe.sh
+fi
 for f in "$bin" "$probe"; do
-  [[ -f $f ]] || { echo "image.sh: $f is missing (cargo build --release -p tessera --no-default-features)" >&2; exit 1; }
+  [[ -f $f ]] || { echo "image.sh: $f is missing (cargo build --release -p tessera --no-default-features; scripts/build-probe.sh)" >&2; exit 1; }
 done
+# A probe that asks for a newer glibc than the baseline never ships, however it was built.
+scripts/build-probe.sh --check "$probe"
 # A string only the demo's code holds: the image never ships a binary with the demo in it.
 if grep -qa 'serving the built-in DEMO node' "$bin"; then
   echo "image.sh: $bin has the demo built in; build it with cargo build --release -p tessera --no-default-features" >&2

@@ -5,6 +5,7 @@
 # chromium (renders the advisor's HTML report headless); victoria-metrics (vmagent, vmalert);
 # kube-apiserver, etcd (and kubectl if missing) built with Go for scripts/test-kube-real.sh;
 # containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh;
+# binutils, ziglang and cargo-zigbuild for the CUDA probe's old-glibc build (scripts/build-probe.sh).
 # Debian's Rust with the arm64 standard library, the aarch64 cross gcc and qemu for the arm64 stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +91,17 @@ if ! dpkg --print-foreign-architectures | grep -qx arm64 || ! dpkg -s $arm64_pkg
 fi
 [ -e /proc/sys/fs/binfmt_misc/register ] || $sudo_cmd mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
 [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || $sudo_cmd update-binfmts --enable qemu-aarch64
+# ---
+# --- the CUDA probe that loads in old tenant images (scripts/build-probe.sh): zig
+# links it against glibc 2.17 through cargo-zigbuild, both from PyPI; objdump checks it. The
+# fuzz stage (scripts/fuzz.sh) installs cargo-fuzz itself.
+if ! command -v objdump >/dev/null; then
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q binutils
+fi
+if ! command -v cargo-zigbuild >/dev/null || ! python3 -m ziglang version >/dev/null 2>&1; then
+  python3 -m pip install -q -r tests/probe/requirements.txt
+fi
 # ---
 if ! command -v kubectl >/dev/null; then
   echo "kubectl (with kustomize) is required for the manifest tests" >&2

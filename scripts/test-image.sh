@@ -2,7 +2,8 @@
 # Builds the container images (scripts/image.sh --arch amd64,arm64) and runs them with podman:
 #   - its files are the binary (built without the demo), the CUDA probe, exactly the libraries
 #     ldd lists, CA roots and passwd/group, and no fake NVML; OCI labels, user 65534, entrypoint
-#     tessera, tag = the Cargo version; < 30 MB;
+#     tessera, tag = the Cargo version; < 30 MB; its CUDA probe needs nothing past glibc 2.17
+#     (scripts/build-probe.sh --check);
 #   - as on a GPU node, where the NVIDIA container toolkit mounts the driver's libnvidia-ml.so.1
 #     into the container: the fake NVML (crates/fake-nvml, demo scenario) mounted read-only at
 #     that place, a read-only root filesystem, no kubelet nor API server: /readyz and /metrics
@@ -88,6 +89,12 @@ inspect_image() {
   done <"$work/inspect.out"
 }
 inspect_image p "$image" "$out/tessera-$version.libs.txt" amd64 x86_64
+# The probe loads inside the tenants' images, not this one: it must need nothing past glibc 2.17.
+if [[ -f $work/probe.so ]] && check=$(scripts/build-probe.sh --check "$work/probe.so" 2>&1); then
+  pass "the image's CUDA probe: ${check#ok "$work"/probe.so: }"
+else
+  fail "the image's CUDA probe: $(head -n 1 <<<"${check:-not found in the image}")"
+fi
 
 # --- fake GPUs the way a GPU node provides NVML: the library mounted read-only beside libc (where
 # the NVIDIA container toolkit puts libnvidia-ml.so.1); read-only root, loopback port only

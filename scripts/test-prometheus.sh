@@ -151,6 +151,11 @@ fi
 for ep in healthz readyz; do
   check "GET /$ep answers" curl -fsS --max-time 2 "http://127.0.0.1:$exp_port/$ep"
 done
+# The exposition through Prometheus' own linter (promtool check metrics); the one warning it
+# gives OpenMetrics counters is justified in docs/metrics.md, any other fails.
+if ((live)) && curl -fsS --max-time 5 "http://127.0.0.1:$exp_port/metrics" >"$tmp/exposition.txt"; then
+  helper lint_exposition python3 "$TESTS/lint_exposition.py" "$tmp/exposition.txt"
+fi
 
 python3 "$TESTS/rules_for_test.py" "$tmp/rules" "${rule_files[@]}"
 cat >"$tmp/prometheus.yml" <<EOF

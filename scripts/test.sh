@@ -70,11 +70,18 @@ serving() {
 }
 computing() {
   stage "${R[@]}" advisor scripts/test-advisor.sh
+  # The CUDA probe that ships, linked against glibc 2.17: it loads in old tenant images.
+  stage --expect '^test_probe_glibc: [0-9]+ passed, 0 failed$' probe-glibc scripts/test-probe-glibc.sh
+  # The probe across PID namespaces with the policy's mounts, one tenant another user (root).
+  stage --needs cargo-test --expect '^test_probe_namespaces: [0-9]+ passed, 0 failed$' probe-namespaces \
+    scripts/test-probe-namespaces.sh
   # arm64, emulated: unit, golden and DCGM tests built for aarch64 and run under qemu-user.
   stage --expect '^test_arm64: [0-9]+ passed, 0 failed$' arm64 scripts/test-arm64.sh
   stage "${R[@]}" --expect '^[0-9]+ passed, 0 failed$' image scripts/test-image.sh
   # Counts cycles, not seconds: a busy neighbour makes it longer, not different.
   stage "${R[@]}" --expect '^1 passed, 0 failed$' soak scripts/soak.sh
+  # The parsers of what any local process may send, 30 s a target (its table ends the log).
+  stage --expect '^\| probe_session \| ' fuzz env FUZZ_SECONDS=30 scripts/fuzz.sh
 }
 lane serving serving
 lane computing computing

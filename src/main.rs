@@ -71,7 +71,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if cli.print_config_doc {
-        print!("{}", tessera_exporter::config::markdown_reference::<DemoArgs>());
+        print!(
+            "{}",
+            tessera_exporter::config::markdown_reference::<DemoArgs>()
+        );
         return ExitCode::SUCCESS;
     }
     let (settings, demo) = match Settings::resolve_with(&cli) {

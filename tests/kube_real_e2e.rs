@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use kube_real::{line, pod, real, run_pod, wait_metrics, write_cgroup, Real, NODE, OTHER_NODE};
 use serde_json::{json, Value};
 use support::Exporter;
-use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::fakes::kubelet::{FakeContainer, FakeKubelet, FakeKubeletState, FakePod};
+use tessera_exporter::source::podresources::DynamicDevice;
 
 const GPU: [&str; 3] = [
     "GPU-e0000000-0000-0000-0000-000000000000",

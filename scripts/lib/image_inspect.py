@@ -58,6 +58,10 @@ def main(inspect, oci, libs_file, version, arch, machine):
                 files.add("/" + name)
                 if name == "opt/tessera/tessera":
                     head = t.extractfile(m).read(20)
+                # The probe as shipped, beside OCI_DIR, for test-image.sh's glibc check.
+                if name == "opt/tessera/libtessera_probe.so":
+                    with open(os.path.join(oci, "..", "probe.so"), "wb") as f:
+                        f.write(t.extractfile(m).read())
     got = elf_machine(head)
     say(got == machine, f"/opt/tessera/tessera is an ELF executable for {got} (want {machine})")
     libs = {lib if lib.startswith("/usr/") else "/usr" + lib for lib in open(libs_file).read().split()}

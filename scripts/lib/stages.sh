@@ -109,6 +109,13 @@ stage_table() {
     read -r start secs result rest <"$f"
     [[ $result == passed ]] || bad=$((bad + 1))
   done
+  # Checks a test could not run here and said so (a test's report_skipped): counted, never silent.
+  if [[ -s $LOGS/skipped.txt ]]; then
+    echo "== $(wc -l <"$LOGS/skipped.txt") check(s) inside passing tests were skipped:"
+    sed 's/^/   /' "$LOGS/skipped.txt"
+  else
+    echo "== no check inside a passing test was skipped"
+  fi
   if ((bad)); then
     echo "== $bad stage(s) did not pass"
     return 1

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tessera_exporter::source::podresources::DynamicDevice;
 use tessera_demo::fakes::kubelet::{FakeKubelet, FakeKubeletState};
+use tessera_exporter::source::podresources::DynamicDevice;
 
 use super::{line, pod, real, run_pod, wait_metrics, write_cgroup, Real, NODE};
 use crate::{exporter_with, fake_pod_dyn};

@@ -15,8 +15,9 @@ import time
 
 MAGIC = b"TSP1"
 CONTROL_MAGIC = b"TSC1"
-# Wire 1 flags: records disabled, and the process alone on its device.
-DISABLED, ALONE = 1, 4
+# Wire 1 flags: records disabled, and the process alone on its device; a profiler in the
+# process holds CUPTI (with DISABLED).
+DISABLED, ALONE, PROFILER = 1, 4, 8
 # Control flag: the device is shared, so records are wanted.
 SHARED = 1
 UNTRACED = struct.pack("<HH", 0xFFFF, 0)
@@ -44,6 +45,12 @@ def options():
                    help="stays connected but sends nothing after this many seconds (0: never)")
     p.add_argument("--spin", action="store_true",
                    help="spins a core between frames instead of sleeping")
+    p.add_argument("--profiler-after", type=float, default=0.0,
+                   help="after this many seconds a profiler holds CUPTI: totals frozen, flagged "
+                        "PROFILER and DISABLED (0: never)")
+    p.add_argument("--profiler-for", type=float, default=0.0,
+                   help="the profiler lets CUPTI go after this many seconds; the timeline starts "
+                        "over (0: never)")
     p.add_argument("--records-log",
                    help="records off (wire 1, disabled and alone) until a control message says "
                         "the device is shared, then a wire 2 timeline; appends each switch here")
@@ -138,6 +145,18 @@ def main():
     while True:
         if a.silent_after > 0 and time.time() - began > a.silent_after:
             time.sleep(3600)
+        since = time.time() - began
+        profiled = a.profiler_after > 0 and since > a.profiler_after and (
+            a.profiler_for <= 0 or since <= a.profiler_after + a.profiler_for)
+        if profiled:
+            frame = totals_frame(busy_ns, kernels, DISABLED | PROFILER)
+            timeline = Timeline(a, clock())  # a full one again once the profiler is gone
+            try:
+                s.sendall(frame)
+            except OSError:
+                sys.exit(0)
+            time.sleep(0.2)
+            continue
         if a.records_log:
             flags, pending = control_messages(s, pending)
             for f in flags:

@@ -122,12 +122,14 @@ struct DemoProcess {
 
 /// The fake NVML library, beside the binary or where cargo builds it.
 pub fn find_fake_library() -> Result<PathBuf, DemoError> {
-    tessera_exporter::install::beside_binary(FAKE_LIBRARY).map_err(|looked| DemoError::LibraryMissing {
-        looked: looked
-            .iter()
-            .map(|c| c.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
+    tessera_exporter::install::beside_binary(FAKE_LIBRARY).map_err(|looked| {
+        DemoError::LibraryMissing {
+            looked: looked
+                .iter()
+                .map(|c| c.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
     })
 }
 

@@ -11,10 +11,10 @@ use tokio::task::JoinHandle;
 
 use tessera_exporter::source::SourceState;
 
-use tessera_exporter::source::podresources::*;
 use tessera_demo::fakes::kubelet::{
     serve_garbage, FakeContainer, FakeKubelet, FakeKubeletState, FakePod,
 };
+use tessera_exporter::source::podresources::*;
 
 const DEADLINE: Duration = Duration::from_secs(15);
 const UUID: &str = "8f2bd5c3-6a43-4b8e-9a47-3c1e2e5d7f10";
@@ -301,7 +301,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for WarnCounter {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         let meta = event.metadata();
         // The source's own warnings, not the fake kubelet's or tonic's.
-        let ours = meta.target().starts_with("tessera_exporter::source::podresources");
+        let ours = meta
+            .target()
+            .starts_with("tessera_exporter::source::podresources");
         if ours && *meta.level() == tracing::Level::WARN {
             self.0.fetch_add(1, Ordering::SeqCst);
         }

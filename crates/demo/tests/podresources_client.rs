@@ -4,10 +4,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use prost::Message as _;
-use tessera_exporter::source::podresources::*;
 use tessera_demo::fakes::kubelet::{
     list_response, FakeContainer, FakeKubelet, FakeKubeletState, FakePod,
 };
+use tessera_exporter::source::podresources::*;
 
 fn cfg_for(socket: &Path) -> PodResourcesConfig {
     PodResourcesConfig {

@@ -3,8 +3,17 @@
 //!
 //! `FAKE_CUPTI_FAIL_ENABLE=1` makes turning records on fail; `FAKE_CUPTI_LOADED` names a
 //! file the library creates when it is loaded, so a test can tell whether it ever was;
-//! `FAKE_CUPTI_ENABLE_LOG` names a file that gets a line `enable` or `disable` per call. Like
-//! CUPTI, it records kernels only while records are on.
+//! `FAKE_CUPTI_ENABLE_LOG` names a file that gets a line `enable` or `disable` per call (and
+//! `register` per callback registration). Like CUPTI, it records kernels only while records
+//! are on.
+//!
+//! It also plays a profiler in the process (`FAKE_CUPTI_PROFILER_MS=START,LENGTH`, in ms after
+//! load), as the PyTorch profiler behaves: from START it holds CUPTI's one callback
+//! subscription (`cuptiSubscribe` answers "multiple subscribers") and the activity callbacks,
+//! so kernel records go to it, not to the probe; at its end it calls `cuptiFinalize`, which
+//! drops every client's callbacks and turns records off, and the subscription is free again.
+//! With `FAKE_CUPTI_PROFILER_STAYS=1` it keeps the subscription and the callbacks (a profiler
+//! that never finalizes). The log gets `profiler-start` and `profiler-end` at those moments.
 //!
 //! What it models above all is how CUPTI ends. Like the real library it registers its
 //! teardown when it is loaded, so the teardown runs after the exit handlers of everything
@@ -12,7 +21,7 @@
 //! once it has begun aborts the process — on the H100 such a call is a segfault at exit.
 
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -30,6 +39,58 @@ static CALLBACKS: Mutex<Option<(RequestFn, CompleteFn)>> = Mutex::new(None);
 static LAST_FLUSH_NS: AtomicU64 = AtomicU64::new(0);
 static TORN_DOWN: AtomicBool = AtomicBool::new(false);
 static ENABLED: AtomicBool = AtomicBool::new(false);
+static LOADED_NS: AtomicU64 = AtomicU64::new(0);
+/// A client holds the callback subscription (`cuptiSubscribe`, one at a time).
+static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+/// How far the played profiler has got: 0 not started, 1 running, 2 ended.
+static PROFILER_PHASE: AtomicU8 = AtomicU8::new(0);
+/// `CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED`.
+const MULTIPLE_SUBSCRIBERS: c_int = 39;
+
+/// The played profiler's (start, end) in ns after load, if any.
+fn profiler_window() -> Option<(u64, u64)> {
+    let v = std::env::var("FAKE_CUPTI_PROFILER_MS").ok()?;
+    let (a, b) = v.split_once(',')?;
+    let start: u64 = a.trim().parse().ok()?;
+    let len: u64 = b.trim().parse().ok()?;
+    Some((start * 1_000_000, (start + len) * 1_000_000))
+}
+
+fn profiler_stays() -> bool {
+    std::env::var("FAKE_CUPTI_PROFILER_STAYS").is_ok_and(|v| v == "1")
+}
+
+/// Moves the played profiler on to where the clock says, doing what it does at each step.
+/// Returns whether it holds CUPTI's records now.
+fn profiler_holds() -> bool {
+    let Some((start, end)) = profiler_window() else {
+        return false;
+    };
+    let since = now_ns().saturating_sub(LOADED_NS.load(Ordering::SeqCst));
+    let want = if since >= end {
+        2
+    } else if since >= start {
+        1
+    } else {
+        0
+    };
+    let was = PROFILER_PHASE.fetch_max(want, Ordering::SeqCst);
+    if was < 1 && want >= 1 {
+        log_toggle("profiler-start");
+    }
+    if was < 2 && want >= 2 {
+        log_toggle("profiler-end");
+        if !profiler_stays() {
+            // cuptiFinalize: CUPTI detaches; callbacks and enabled kinds are gone.
+            if let Ok(mut c) = CALLBACKS.lock() {
+                *c = None;
+            }
+            ENABLED.store(false, Ordering::SeqCst);
+        }
+    }
+    let phase = want.max(was);
+    phase == 1 || (phase == 2 && profiler_stays())
+}
 
 fn log_toggle(what: &str) {
     if let Some(path) = std::env::var_os("FAKE_CUPTI_ENABLE_LOG") {
@@ -75,6 +136,7 @@ extern "C" fn teardown() {
 
 extern "C" fn at_load() {
     LAST_FLUSH_NS.store(now_ns(), Ordering::SeqCst);
+    LOADED_NS.store(now_ns(), Ordering::SeqCst);
     if let Some(marker) = std::env::var_os("FAKE_CUPTI_LOADED") {
         let _ = std::fs::write(marker, b"loaded");
     }
@@ -89,6 +151,7 @@ static AT_LOAD: extern "C" fn() = at_load;
 #[no_mangle]
 pub extern "C" fn cuptiActivityEnable(_kind: u32) -> c_int {
     called("cuptiActivityEnable");
+    profiler_holds();
     if std::env::var("FAKE_CUPTI_FAIL_ENABLE").is_ok_and(|v| v == "1") {
         // CUPTI_ERROR_NOT_INITIALIZED, as when the driver refuses a profiler.
         return 15;
@@ -104,6 +167,7 @@ pub extern "C" fn cuptiActivityEnable(_kind: u32) -> c_int {
 #[no_mangle]
 pub extern "C" fn cuptiActivityDisable(_kind: u32) -> c_int {
     called("cuptiActivityDisable");
+    profiler_holds();
     log_toggle("disable");
     ENABLED.store(false, Ordering::SeqCst);
     SUCCESS
@@ -115,6 +179,8 @@ pub extern "C" fn cuptiActivityRegisterCallbacks(
     complete: CompleteFn,
 ) -> c_int {
     called("cuptiActivityRegisterCallbacks");
+    profiler_holds();
+    log_toggle("register");
     if let Ok(mut c) = CALLBACKS.lock() {
         *c = Some((request, complete));
     }
@@ -160,11 +226,13 @@ pub unsafe extern "C" fn cuptiActivityGetNextRecord(
 #[no_mangle]
 pub extern "C" fn cuptiActivityFlushAll(_flag: u32) -> c_int {
     called("cuptiActivityFlushAll");
+    let held = profiler_holds();
     let Some((request, complete)) = CALLBACKS.lock().ok().and_then(|c| *c) else {
         return SUCCESS;
     };
     let (from, to) = (LAST_FLUSH_NS.swap(now_ns(), Ordering::SeqCst), now_ns());
-    if !ENABLED.load(Ordering::SeqCst) {
+    // The profiler's callbacks took these kernels' records.
+    if !ENABLED.load(Ordering::SeqCst) || held {
         return SUCCESS;
     }
     let seconds = to.saturating_sub(from) as f64 / 1e9;
@@ -192,5 +260,31 @@ pub extern "C" fn cuptiActivityFlushAll(_flag: u32) -> c_int {
     }
     // SAFETY: the buffer goes back to the probe, which frees it.
     unsafe { complete(std::ptr::null_mut(), 0, buf, size, n * RECORD_LEN) };
+    SUCCESS
+}
+
+/// Grants the one subscription, unless another client (the played profiler) holds it.
+///
+/// # Safety
+/// `subscriber` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn cuptiSubscribe(
+    subscriber: *mut *mut c_void,
+    _callback: *const c_void,
+    _userdata: *mut c_void,
+) -> c_int {
+    called("cuptiSubscribe");
+    if profiler_holds() || SUBSCRIBED.swap(true, Ordering::SeqCst) {
+        return MULTIPLE_SUBSCRIBERS;
+    }
+    // SAFETY: the caller passes a valid pointer.
+    unsafe { *subscriber = 0x5eb5 as *mut c_void };
+    SUCCESS
+}
+
+#[no_mangle]
+pub extern "C" fn cuptiUnsubscribe(_subscriber: *mut c_void) -> c_int {
+    called("cuptiUnsubscribe");
+    SUBSCRIBED.store(false, Ordering::SeqCst);
     SUCCESS
 }

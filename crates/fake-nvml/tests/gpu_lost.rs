@@ -26,11 +26,20 @@ fn lost_gpu_and_its_xid() {
         .register_events(EventTypes::CRITICAL_XID_ERROR, set)
         .unwrap();
 
-    // Healthy before 300 ms, and no event yet (skipped if this machine is
-    // so loaded that we are already close to that point).
-    if started.elapsed() < Duration::from_millis(200) {
+    // Healthy before 300 ms, and no event yet: checkable only while that phase lasts, which
+    // a machine loaded enough to take 200 ms over the calls above has already spent.
+    let before_the_fault = started.elapsed();
+    if before_the_fault < Duration::from_millis(200) {
         assert!(gpu1.power_usage().is_ok());
         assert!(matches!(set.wait(50), Err(NvmlError::Timeout)));
+    } else {
+        common::report_skipped(
+            "lost_gpu_and_its_xid",
+            &format!(
+                "the healthy phase was not checked: setting up took {} ms of its 300",
+                before_the_fault.as_millis()
+            ),
+        );
     }
 
     // The XID arrives while we wait, once the phase starts.

@@ -26,9 +26,9 @@ pub const DEFAULT_SLOT_NS: u64 = 20_000_000;
 /// thread, 0.1–0.7 µs on the H100 (docs/validation.md, "Where the probe's launch cost comes
 /// from"), taken at its top. The rest of tracing's 1.5–1.7 µs a launch stays once records have
 /// been on, traced or not, so it cannot weigh on whether to trace. Charging the whole cost, as
-/// the governor did, sampled every heavy resnet50 tenant of issue 42's corpus for a saving of
+/// the governor did, sampled every heavy resnet50 tenant of the H200 corpus for a saving of
 /// at most 0.7 µs a launch, and a draw where any probe samples reads within 10 % of the truth in
-/// 82–96 % of reads against 99–100 % where none does (time-sliced and MPS, runs 15–23).
+/// 82–96 % of reads against 99–100 % where none does (time-sliced and MPS).
 pub const LAUNCH_COST_NS: f64 = 700.0;
 /// Default share of the process's time that the records' own part may cost it before the probe
 /// traces in duty cycles (the standing cost of records having been on comes on top).

@@ -35,10 +35,16 @@ use duty::{slot_traced, Governor, DEFAULT_SLOT_NS};
 use record_log::RecordLog;
 use solo::{KernelShape, SoloDurations};
 use spans::Spans;
-use wire::{Control, ControlReader, Frame, DEFAULT_SOCKET, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL};
+use wire::{
+    Control, ControlReader, Frame, DEFAULT_SOCKET, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL,
+    FLAG_PROFILER,
+};
 
 type CuptiResult = c_int;
 const CUPTI_SUCCESS: CuptiResult = 0;
+/// Another client holds CUPTI's one callback subscription: a profiler (the PyTorch profiler,
+/// Nsight Systems, cuda-gdb) runs in the process.
+const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CuptiResult = 39;
 const ACTIVITY_KIND_KERNEL: u32 = 3;
 const ACTIVITY_KIND_CONCURRENT_KERNEL: u32 = 10;
 const CUPTI_ACTIVITY_FLAG_FLUSH_FORCED: u32 = 1;
@@ -63,6 +69,8 @@ const REPORT_EVERY: Duration = Duration::from_secs(1);
 
 type RequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 type CompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+type SubscribeFn =
+    unsafe extern "C" fn(*mut *mut c_void, *const c_void, *mut c_void) -> CuptiResult;
 
 struct Cupti {
     _lib: libloading::Library,
@@ -75,12 +83,20 @@ struct Cupti {
     timestamp: Option<unsafe extern "C" fn(*mut u64) -> CuptiResult>,
     /// Records CUPTI had no buffer room for, per context and stream.
     dropped_records: Option<unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult>,
+    /// The callback API's subscription, which CUPTI grants one client at a time: only asked
+    /// whether another client holds it (`cupti_owner`), never kept.
+    subscribe: Option<SubscribeFn>,
+    unsubscribe: Option<unsafe extern "C" fn(*mut c_void) -> CuptiResult>,
 }
 
 static CUPTI: OnceLock<Cupti> = OnceLock::new();
 static SPANS: Mutex<Spans> = Mutex::new(Spans::new());
 static SOLO: Mutex<SoloDurations> = Mutex::new(SoloDurations::new());
 static DISABLED: AtomicBool = AtomicBool::new(false);
+/// Another CUPTI client in the process holds CUPTI (`cupti_owner`): activity records go to
+/// it, not to the probe. Unlike `DISABLED` this ends when CUPTI is free again. Meanwhile the
+/// probe makes no activity call at all, so that the tenant's profiler loses nothing to it.
+static LOST: AtomicBool = AtomicBool::new(false);
 static DROPPED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 /// Kernel records CUPTI handed over without both timestamps (a forced flush of a kernel still
 /// queued or running): their time is lost, so tessera treats them like dropped records.
@@ -153,6 +169,8 @@ fn load_cupti() -> Option<Cupti> {
                 .get(b"cuptiActivityGetNumDroppedRecords\0")
                 .ok()
                 .map(|f| *f);
+            let subscribe = lib.get(b"cuptiSubscribe\0").ok().map(|f| *f);
+            let unsubscribe = lib.get(b"cuptiUnsubscribe\0").ok().map(|f| *f);
             Cupti {
                 _lib: lib,
                 enable,
@@ -162,6 +180,8 @@ fn load_cupti() -> Option<Cupti> {
                 register,
                 timestamp,
                 dropped_records,
+                subscribe,
+                unsubscribe,
             }
         };
         return Some(cupti);
@@ -362,13 +382,17 @@ fn cupti_now() -> Option<u64> {
 /// The frame to send; `full` on a new connection, so tessera starts from all the probe keeps.
 fn snapshot(full: bool, records_on: bool) -> Frame {
     let failed = DISABLED.load(Ordering::Relaxed);
+    let lost = !failed && LOST.load(Ordering::Relaxed);
     // Records off (the device is not shared) measure nothing: reported as off, like a failure,
-    // so that tessera reads NVML's figure rather than this silence as idle.
-    let disabled = failed || !records_on;
-    let alone = !failed && !records_on;
+    // so that tessera reads NVML's figure rather than this silence as idle. Records lost to a
+    // profiler measure nothing either, and say why: tessera then withholds more than this
+    // process's figure (its co-tenants' are split against its timeline).
+    let disabled = failed || lost || !records_on;
+    let alone = !failed && !lost && !records_on;
     let mut frame = Frame {
         flags: if disabled { FLAG_DISABLED } else { 0 }
             | if alone { FLAG_ALONE } else { 0 }
+            | if lost { FLAG_PROFILER } else { 0 }
             | if full { FLAG_FULL } else { 0 },
         dropped: DROPPED.load(Ordering::Relaxed),
         incomplete: INCOMPLETE.load(Ordering::Relaxed),
@@ -458,6 +482,8 @@ fn reporter(socket: PathBuf, budget: f64) {
     // Whether the last frame sent went with records on: the first with them on again must be
     // full, since tessera dropped this process's timeline while they were off.
     let mut reported_on = false;
+    // CUPTI's clock when the probe last found CUPTI its own (`keep_owner`).
+    let mut last_owned: Option<u64> = None;
     let delay = START_DELAY_MS.load(Ordering::Relaxed);
     if delay > 0 {
         std::thread::sleep(Duration::from_millis(delay));
@@ -495,18 +521,30 @@ fn reporter(socket: PathBuf, budget: f64) {
         }
         let Some(gate) = cupti_gate() else { return };
         let cupti = CUPTI.get().filter(|_| !DISABLED.load(Ordering::Relaxed));
-        if let (Some(cupti), Some(ns)) = (cupti, cupti_now()) {
+        let ours = || cupti.filter(|_| !LOST.load(Ordering::Relaxed));
+        // Checked before the records' schedule, so that records regained go on at once.
+        let report_due = Instant::now() >= next_report;
+        if let Some(cupti) =
+            cupti.filter(|_| report_due && (records_wanted() || LOST.load(Ordering::Relaxed)))
+        {
+            keep_owner(cupti, &mut tracing, &mut last_owned);
+        } else if report_due {
+            // Records off: when they go on again, nothing is known of CUPTI's owner until the
+            // next check.
+            last_owned = None;
+        }
+        if let (Some(cupti), Some(ns)) = (ours(), cupti_now()) {
             let want = records_wanted() && slot_traced(ns / slot_ns, governor.fraction);
             if want != tracing {
                 set_tracing(cupti, want);
                 tracing = want;
             }
         }
-        if Instant::now() < next_report {
+        if !report_due {
             continue;
         }
         next_report = (next_report + REPORT_EVERY).max(Instant::now());
-        if let Some(cupti) = cupti {
+        if let Some(cupti) = ours() {
             // SAFETY: a plain CUPTI call from a thread of our own.
             if unsafe { (cupti.flush_all)(FLUSH_FLAG.load(Ordering::Relaxed)) } != CUPTI_SUCCESS {
                 disable(cupti);
@@ -530,7 +568,9 @@ fn reporter(socket: PathBuf, budget: f64) {
         let records_on = records_wanted();
         let full = conn.is_none() || (records_on && !reported_on);
         let frame = snapshot(full, records_on);
-        reported_on = records_on;
+        // While a profiler holds CUPTI tessera drops this process's timeline, as while records
+        // are off: the first frame with them back must be full.
+        reported_on = records_on && !LOST.load(Ordering::Relaxed);
         drop(gate);
         if conn.is_none() {
             conn = UnixStream::connect(&socket).ok().map(|s| {
@@ -543,6 +583,81 @@ fn reporter(socket: PathBuf, budget: f64) {
                 lost_tessera(&mut conn, &mut control);
             }
         }
+    }
+}
+
+/// Whether another client holds CUPTI, asked the one way CUPTI answers: its callback API takes
+/// one subscriber at a time. A profiler in the process (the PyTorch profiler subscribes when
+/// it first starts; Nsight Systems and cuda-gdb hold it throughout) has replaced the probe's
+/// activity callbacks with its own, so the kernel records go to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// No other subscriber: the probe's callbacks are CUPTI's.
+    Free,
+    Other,
+    /// CUPTI has no callback API, or answered something else: nothing learnt.
+    Unknown,
+}
+
+/// The subscriber's callback, which no enabled domain ever calls.
+extern "C" fn ignore_callback(_: *mut c_void, _: u32, _: u32, _: *const c_void) {}
+
+fn cupti_owner(cupti: &Cupti) -> Owner {
+    let (Some(subscribe), Some(unsubscribe)) = (cupti.subscribe, cupti.unsubscribe) else {
+        return Owner::Unknown;
+    };
+    let mut handle: *mut c_void = std::ptr::null_mut();
+    let callback = ignore_callback as *const c_void;
+    // SAFETY: CUPTI's documented call; a subscriber with no domain enabled is called for
+    // nothing, and is let go at once. A client that subscribes in the microseconds it is held
+    // gets CUPTI's "another subscriber" answer, as beside any tool.
+    match unsafe { subscribe(&mut handle, callback, std::ptr::null_mut()) } {
+        CUPTI_SUCCESS => {
+            // SAFETY: the handle CUPTI just gave.
+            unsafe { unsubscribe(handle) };
+            Owner::Free
+        }
+        CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => Owner::Other,
+        _ => Owner::Unknown,
+    }
+}
+
+/// Once a second, where records matter (the device is shared, or they were lost): whether the
+/// probe still owns CUPTI's activity records. Lost, it stops claiming time from the last
+/// moment it knew CUPTI was its own, and makes no more activity call (turning kernel records
+/// off would take them from the profiler too). Free again (a profiler that let CUPTI go,
+/// as `cuptiFinalize` does, takes every client's callbacks and records with it), it registers
+/// again and records go back on at the next wake.
+fn keep_owner(cupti: &Cupti, tracing: &mut bool, last_owned: &mut Option<u64>) {
+    let lost = LOST.load(Ordering::Relaxed);
+    match cupti_owner(cupti) {
+        Owner::Other if !lost => {
+            LOST.store(true, Ordering::Relaxed);
+            let now = cupti_now();
+            // Never found its own since records went on: none of their stretch is claimed.
+            if let Ok(mut s) = SPANS.lock() {
+                s.trace_off(last_owned.unwrap_or(0));
+            }
+            *tracing = false;
+            if let Some(now) = now {
+                note_toggle("lost", now, Duration::ZERO);
+            }
+        }
+        Owner::Free if lost => {
+            // SAFETY: registering our callbacks, as at attach.
+            if unsafe { (cupti.register)(buffer_requested, buffer_completed) } != CUPTI_SUCCESS {
+                disable(cupti);
+                return;
+            }
+            LOST.store(false, Ordering::Relaxed);
+            *tracing = false;
+            *last_owned = cupti_now();
+            if let Some(now) = *last_owned {
+                note_toggle("regained", now, Duration::ZERO);
+            }
+        }
+        Owner::Free | Owner::Unknown if !lost => *last_owned = cupti_now(),
+        _ => {}
     }
 }
 
@@ -616,7 +731,8 @@ extern "C" fn stop_at_exit() {
                 Err(TryLockError::WouldBlock) => return,
             }
         };
-        if let Some(cupti) = CUPTI.get() {
+        // Kernel records belong to the profiler that holds CUPTI: not ours to turn off.
+        if let Some(cupti) = CUPTI.get().filter(|_| !LOST.load(Ordering::Relaxed)) {
             disable(cupti);
         }
     });

@@ -11,15 +11,15 @@
 //! A kernel replayed from a CUDA graph is known by its graph node too. cuBLAS's persistent
 //! kernels launch one grid whatever the matrix size, so one function and launch shape serve
 //! several GEMMs of a model: their runs differ by 2× with nothing stretched, and the mean near
-//! the fastest mode read an honest graph tenant alone at 0.92 of its spans on the H100
-//! (issue 32). A graph node is one GEMM of one size.
+//! the fastest mode read an honest graph tenant alone at 0.92 of its spans on the H100. A
+//! graph node is one GEMM of one size.
 //!
 //! Outside graphs the kernels launched just before tell the sizes apart ([`LaunchContext`]): an
 //! eager model's layer norms and element-wise kernels launch grids that follow the batch, so
 //! the same persistent GEMM after the batch-16 layer norm is another kernel than after the
 //! batch-2 one. Keyed by shape alone, an eager 6-layer encoder serving batches of 2, 8 and 16
-//! read 0.38 of its spans alone and 0.40 of its kernel time time-sliced (H200, issue 42's
-//! corpus, run 12); keyed by the two shapes before it, 0.91–1.00 alone and −5 % time-sliced.
+//! read 0.38 of its spans alone and 0.40 of its kernel time time-sliced (H200 corpus); keyed
+//! by the two shapes before it, 0.91–1.00 alone and −5 % time-sliced.
 //!
 //! Each run counts twice ([`Solo`]): as what it took when it ran within the band of the
 //! estimate (it was not stretched: counting the estimate would lose every run's spread above

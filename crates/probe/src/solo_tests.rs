@@ -104,7 +104,7 @@ fn a_run_within_the_band_counts_what_it_took_and_its_floor_at_most_the_estimate(
 
 #[test]
 fn the_kernels_before_an_eager_gemm_tell_its_sizes_apart() {
-    // An eager layer (issue 42, run 12's encoder): a layer norm whose grid follows the batch,
+    // An eager encoder's layer, as on the H200: a layer norm whose grid follows the batch,
     // then one persistent GEMM kernel (one grid for every size): 40 µs at batch 2, 300 µs at
     // batch 16, requests of either size in turn, nothing stretched.
     let gemm = shape(7);

@@ -10,7 +10,7 @@ use crate::wire::{Bucket, BUCKET_NS, MAX_BUCKETS, UNTRACED};
 /// How far behind the newest kernel a late buffer's kernels are still placed exactly. CUPTI
 /// keeps a buffer per launching thread (CUDA 12.3+) and hands each over when full or at the
 /// once-a-second flush, so one thread's kernels arrive up to a flush period after another's
-/// that ran beside them. Measured on the H100 (issue 32): a training step launches its
+/// that ran beside them. Measured on the H100: a training step launches its
 /// backward pass from autograd's thread, and skipping everything behind the newest span read
 /// training and DDP tenants at a third of their kernel time.
 const LATE_HORIZON_NS: u64 = 2_000_000_000;
@@ -200,7 +200,7 @@ impl Spans {
         self.covered.insert(lo, hi);
     }
 
-    /// Whether a kernel's span can be believed. Measured on the H100 (docs/validation.md, run 4):
+    /// Whether a kernel's span can be believed. Measured on the H100 (docs/validation.md):
     /// when records go off while a CUDA graph's kernels are queued, CUPTI still hands over
     /// their records, stamped as ending tens of milliseconds after the toggle (about when
     /// records came on again), and kernels run while records were off come stamped from

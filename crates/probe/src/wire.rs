@@ -78,6 +78,12 @@ pub struct Frame {
 /// shared (with `FLAG_DISABLED`: the probe measures nothing, NVML's own figure stands).
 pub const FLAG_ALONE: u32 = 4;
 
+/// Set, with `FLAG_DISABLED`, while another CUPTI client in the process (a profiler: the
+/// PyTorch profiler, Nsight Systems) holds CUPTI and the probe's kernel records are lost:
+/// its counters stop, and the milliseconds since its last check that CUPTI was its own are
+/// sent as untraced. A receiver that does not know the bit reads a probe turned off.
+pub const FLAG_PROFILER: u32 = 8;
+
 /// The one message tessera sends a probe, on the connection the probe opened: whether the
 /// probe's device (a GPU or a MIG instance) has another process that may run kernels. Layout,
 /// little-endian: magic `TSC1`, version u32 (1), flags u32, reserved u32 (0). Sent when the

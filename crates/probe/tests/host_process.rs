@@ -11,7 +11,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use std::io::Write;
-use tessera_probe::wire::{Control, Frame, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL, UNTRACED};
+use tessera_probe::wire::{
+    Bucket, Control, Frame, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL, FLAG_PROFILER, UNTRACED,
+};
 
 /// The directory cargo puts this test binary in (`target/<profile>/deps`).
 fn deps_dir() -> PathBuf {
@@ -231,7 +233,11 @@ fn the_shared_message_turns_records_on_and_alone_turns_them_off() {
         &[("PROBE_HOST_MS", "5200")],
         vec![(300, shared(true)), (2_600, shared(false))],
     );
-    assert!(log.starts_with("enable\n"), "{log}");
+    assert_eq!(
+        record_calls(&log).into_iter().find(|l| *l != "register"),
+        Some("enable"),
+        "{log}"
+    );
     assert!(log.contains("disable"), "{log}");
     let on: Vec<&Frame> = frames
         .iter()
@@ -375,4 +381,115 @@ fn a_late_attach_is_noted_with_every_toggle_after_it() {
     assert!(lines.iter().any(|l| l.0 == "off"), "{text}");
     assert!(lines.iter().any(|l| l.0 == "on"), "{text}");
     assert!(lines.windows(2).all(|w| w[0].1 <= w[1].1), "{text}");
+}
+
+/// The lines of the fake CUPTI's log that say what the probe did to CUPTI's records, and when
+/// the played profiler started and ended.
+fn record_calls(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| {
+            matches!(
+                *l,
+                "enable" | "disable" | "register" | "profiler-start" | "profiler-end"
+            )
+        })
+        .collect()
+}
+
+/// A profiler in the process (the PyTorch profiler for two seconds mid-run) takes CUPTI's
+/// records: the probe says so in every frame while it holds them (off, never alone, never a
+/// count that just stopped), touches no activity setting of the profiler's meanwhile, and when
+/// the profiler lets CUPTI go registers again: records go back on, the first frame with them
+/// is full, and the milliseconds it could not see are sent as untraced, not as idle.
+#[test]
+fn a_profiler_takes_the_records_and_the_probe_says_so_until_they_come_back() {
+    let (frames, log) = frames_of_run_sending(
+        "profiler",
+        &[
+            ("PROBE_HOST_MS", "8000"),
+            ("TESSERA_PROBE_OVERHEAD", "1"),
+            ("FAKE_CUPTI_PROFILER_MS", "2200,2000"),
+        ],
+        vec![(50, shared(true))],
+    );
+    assert_eq!(
+        record_calls(&log),
+        [
+            "register",
+            "enable",
+            "profiler-start",
+            "profiler-end",
+            "register",
+            "enable",
+            // At exit, the probe's own records again.
+            "disable"
+        ],
+        "{log}"
+    );
+    let lost: Vec<usize> = (0..frames.len())
+        .filter(|&i| frames[i].flags & FLAG_PROFILER != 0)
+        .collect();
+    assert!(!lost.is_empty(), "{frames:?}");
+    // One unbroken run of them, every one reported off.
+    assert_eq!(lost.last().map(|l| l - lost[0] + 1), Some(lost.len()));
+    for &i in &lost {
+        let f = &frames[i];
+        assert_eq!(
+            f.flags & (FLAG_DISABLED | FLAG_ALONE),
+            FLAG_DISABLED,
+            "{f:?}"
+        );
+        assert!(f.buckets.is_empty() && f.now_ns == 0, "{f:?}");
+    }
+    let before = &frames[..lost[0]];
+    assert!(
+        before
+            .iter()
+            .any(|f| f.flags & FLAG_DISABLED == 0 && f.kernels > 0),
+        "{frames:?}"
+    );
+    let after = &frames[lost[lost.len() - 1] + 1..];
+    let back = after.first().expect("frames after the profiler");
+    assert_eq!(back.flags & (FLAG_DISABLED | FLAG_PROFILER), 0, "{back:?}");
+    assert!(back.flags & FLAG_FULL != 0, "{back:?}");
+    // From the last frame before the loss to just before the records came back, every
+    // millisecond is untraced: the probe could not see them, so it claims none.
+    let seen = before.last().expect("a frame before").now_ns / 1_000_000;
+    let lost_ms: Vec<&Bucket> = (seen + 5..back.now_ns / 1_000_000 - 50)
+        .filter_map(|b| back.buckets.get(b.checked_sub(back.first_bucket)? as usize))
+        .collect();
+    assert!(lost_ms.len() > 1_500, "{} ms", lost_ms.len());
+    assert!(
+        lost_ms.iter().all(|b| b.covered_us == UNTRACED),
+        "the lost milliseconds must not read idle: {back:?}"
+    );
+    let last = after.last().expect("frames");
+    assert!(last.kernels > back.kernels, "{last:?} after {back:?}");
+}
+
+/// A profiler that never lets CUPTI go (no `cuptiFinalize`): the probe says so to the end, and
+/// never turns the profiler's kernel records off, not even at exit.
+#[test]
+fn a_profiler_that_keeps_cupti_is_reported_to_the_end() {
+    let (frames, log) = frames_of_run_sending(
+        "profiler-stays",
+        &[
+            ("PROBE_HOST_MS", "4500"),
+            ("TESSERA_PROBE_OVERHEAD", "1"),
+            ("FAKE_CUPTI_PROFILER_MS", "1500,1000"),
+            ("FAKE_CUPTI_PROFILER_STAYS", "1"),
+        ],
+        vec![(50, shared(true))],
+    );
+    assert_eq!(
+        record_calls(&log),
+        ["register", "enable", "profiler-start", "profiler-end"],
+        "{log}"
+    );
+    let last = frames.last().expect("frames");
+    assert_eq!(
+        last.flags & (FLAG_DISABLED | FLAG_PROFILER | FLAG_ALONE),
+        FLAG_DISABLED | FLAG_PROFILER,
+        "{last:?}"
+    );
 }

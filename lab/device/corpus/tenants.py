@@ -585,7 +585,7 @@ def serve_draw(w, kind, c, cal, rate_cal):
 
 class Liar:
     """A lying probe in a tenant that runs without the real one: it speaks the probe's wire
-    (version 1, totals only, as tests/probe_e2e.rs's fake clients do) and claims `factor`
+    (version 1, totals only, as tests/e2e/probe.rs's fake clients do) and claims `factor`
     times the draw's duty while a draw runs (under: 0.25, over: 2.0), or, `silent`, the duty
     for 3 s and then nothing while its process keeps launching kernels."""
     FACTOR = {"under": 0.25, "over": 2.0, "silent": 1.0}

@@ -1,8 +1,8 @@
 use serde_json::{json, Value};
 
 use crate::{cfg, cluster, pod, slice, start, wait_for, NODE};
-use tessera_exporter::source::kube::KubeConfig;
 use tessera_demo::fakes::apiserver::FakeCluster;
+use tessera_exporter::source::kube::KubeConfig;
 
 fn claim(ns: &str, name: &str, percent: Value) -> Value {
     json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",

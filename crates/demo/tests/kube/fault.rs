@@ -9,8 +9,8 @@ use tokio::sync::watch;
 use tessera_exporter::source::SourceState;
 
 use crate::{cfg, cluster, names, simple, start, start_with, wait_for};
-use tessera_exporter::source::kube::*;
 use tessera_demo::fakes::apiserver::Expiry;
+use tessera_exporter::source::kube::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_errors_back_off_and_recover() {

@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 
 use tessera_exporter::source::SourceState;
 
-use tessera_exporter::source::kube::*;
 use tessera_demo::fakes::apiserver::{FakeApiServer, FakeCluster};
+use tessera_exporter::source::kube::*;
 
 pub(crate) const NODE: &str = "node-a";
 /// A hang guard, not a timing claim: kube-rs's default backoff grows to 30 s between retries,

@@ -25,7 +25,19 @@ pub fn markdown_reference() -> String {
          `hw_power_brake_slowdown`), only uncorrected ECC errors and only the SM clock; full detail \
          adds the informational ones (the other clock-event reasons, corrected ECC errors, the \
          memory clock).\n\n\
+         Each HELP line is one sentence of at most 150 characters (a test holds it); where a \
+         family's value needs more words, they are under [What each value means](#what-each-value-means).\n\n\
+         `promtool check metrics` (run by scripts/test-prometheus.sh on a live exposition) \
+         reports one warning tessera keeps: \"no help text\" for every counter's `_total` \
+         sample. promtool reads the Prometheus 0.0.4 text format, in which a counter's HELP and \
+         TYPE lines name its `_total` sample; tessera serves OpenMetrics, in which they name the \
+         family (`# HELP gpu_energy_joules …`, then `gpu_energy_joules_total`), as the format \
+         requires. Any other warning fails the test.\n\n\
          | family | type | labels | help |\n|---|---|---|---|\n",
+    );
+    let mut details = String::from(
+        "\n## What each value means\n\nThe full meaning of the families whose HELP line \
+         above is a summary.\n",
     );
     let full_only = table::served(table::Detail::Default);
     for f in table::ALL {
@@ -47,7 +59,11 @@ pub fn markdown_reference() -> String {
             " *full*"
         };
         let _ = writeln!(out, "| `{name}`{detail} | {kind} | {labels} | {} |", f.help);
+        if !f.doc.is_empty() {
+            let _ = write!(details, "\n### `{name}`\n\n{}\n", f.doc);
+        }
     }
+    out.push_str(&details);
     out.push_str(&dcgm::markdown_reference());
     out
 }

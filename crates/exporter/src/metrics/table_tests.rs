@@ -1,9 +1,59 @@
 #[test]
-fn each_family_knows_its_position_and_names_are_unique() {
+fn family_names_are_unique() {
     let mut names = std::collections::HashSet::new();
-    for (i, f) in super::ALL.iter().enumerate() {
-        assert_eq!(f.index, i, "{}", f.name);
+    for f in super::ALL {
         assert!(names.insert(f.name), "{} twice", f.name);
+    }
+}
+
+/// One sentence: a full stop ends it, and no other starts a new one inside it (a dot, a space
+/// and a capital; "e.g. 0.5" is still one sentence).
+fn is_one_sentence(s: &str) -> bool {
+    let inner = s.strip_suffix('.').unwrap_or(s);
+    s.ends_with('.')
+        && !inner
+            .match_indices(". ")
+            .any(|(i, _)| inner[i + 2..].starts_with(|c: char| c.is_uppercase()))
+}
+
+#[test]
+fn every_help_is_one_short_sentence() {
+    let mut long = Vec::new();
+    for f in super::ALL {
+        if f.help.chars().count() > super::HELP_MAX || !is_one_sentence(f.help) {
+            long.push(format!("{} ({} chars): {}", f.name, f.help.len(), f.help));
+        }
+    }
+    // dcgm-compat's families keep DCGM's own wording, which has no full stops.
+    for f in crate::metrics::dcgm::fields::ALL {
+        if f.help.chars().count() > super::HELP_MAX {
+            long.push(format!("{} ({} chars): {}", f.name, f.help.len(), f.help));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "HELP over {} characters or not one sentence:\n{}",
+        super::HELP_MAX,
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_sentence_check_tells_one_from_two() {
+    assert!(is_one_sentence("Power draw."));
+    assert!(is_one_sentence("Fraction of the time, e.g. 0.5 s windows."));
+    assert!(!is_one_sentence("Power draw. Read every 5 s."));
+    assert!(!is_one_sentence("Power draw"));
+}
+
+#[test]
+fn a_family_with_a_doc_says_more_there_than_in_its_help() {
+    for f in super::ALL.iter().filter(|f| !f.doc.is_empty()) {
+        assert!(
+            f.doc.len() > f.help.len(),
+            "{}: its doc is no longer than its HELP",
+            f.name
+        );
     }
 }
 

@@ -2,16 +2,19 @@
 //! types, so every attribution rule can be tested without a GPU.
 //!
 //! The model reads in wings, bottom-up; a file imports only from its own wing and those below
-//! it, and within a wing only files below it (`tests/module_layers.rs` fails on an import that
+//! it, and within a wing only files below it (`tests/e2e/layers/` fails on an import that
 //! runs back up, or on a circle):
 //! - the samples (this file);
-//! - `inputs/`: `sharing`, `fractional`, `device_id`, `identity`, `allocations`;
+//! - `inputs/`: `sharing`, `fractional`, `device_id`, `identity`, `allocations`, and `inputs`
+//!   itself, which only declares them;
 //! - `dra/`: `dra_claim` (plain types), `dra_parse`, then `dra` itself (`dra/mod.rs`);
 //! - `cluster`, the pods' view;
 //! - `holding/`, who holds what: `holding` itself (plain types), `grants`, `attribution`;
-//! - `compute/`: `figures` (plain types), `timeslice`, `split_types`, `probe_split`, then
-//!   `compute` itself, `evidence`, and `records` (which probes need kernel records);
-//! - `energy/`: `energy` itself (plain types), `floor`, `split`, `ledger`;
+//! - `compute/`: `figures` (plain types), `sampling`, `timeslice`, `split_types`,
+//!   `probe_split`, then `compute` itself, `evidence`, and `records` (which probes need kernel
+//!   records);
+//! - `energy/`: `floor`, `energy` itself (plain types, and the floor's re-exported), `split`,
+//!   `ledger`;
 //! - `view/`, what the exporter shows: `view` itself (plain types), filled by `limits` and
 //!   `billing`;
 //! - `join/`, which runs them all: `device`, one device's pipeline, `energy_step`, the

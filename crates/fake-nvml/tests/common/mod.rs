@@ -70,3 +70,27 @@ pub fn exported_symbols() -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// Says that a part of a test could not run here, and why: printed (to the terminal, past the
+/// harness' capture) and, under scripts/test.sh, added to the run's list of skipped checks
+/// (`$TESSERA_TEST_LOGS/skipped.txt`), which the stage table counts. A check that cannot run
+/// must say so, never pass silently.
+pub fn report_skipped(test: &str, reason: &str) {
+    use std::io::Write;
+    let line = format!("SKIPPED: {test}: {reason}");
+    // The harness captures stdout and stderr of passing tests; the terminal is not captured.
+    if let Ok(mut tty) = std::fs::OpenOptions::new().write(true).open("/dev/tty") {
+        let _ = writeln!(tty, "{line}");
+    }
+    eprintln!("{line}");
+    if let Some(dir) = std::env::var_os("TESSERA_TEST_LOGS") {
+        let path = Path::new(&dir).join("skipped.txt");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
+        if let Ok(mut f) = file {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}

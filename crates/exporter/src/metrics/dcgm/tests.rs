@@ -402,8 +402,8 @@ fn mig_instances_carry_their_own_series_split_by_the_same_rule() {
     assert!(line.contains("sharing_mode=\"mig\""), "{line}");
 }
 
-/// Issue 46: on the demo's MIG GPUs `sum by (UUID)` of FB_FREE missed 10.5-11.2 GB, the slices
-/// no instance held.
+/// On the demo's MIG GPUs, `sum by (UUID)` of FB_FREE would miss 10.5-11.2 GB, the slices no
+/// instance held, unless the GPU's own row counts them.
 #[test]
 fn mig_memory_outside_every_instance_makes_the_sums_by_uuid_the_gpus() {
     let mut sample = gpu(0.0, 3_000);

@@ -5,13 +5,17 @@ use std::borrow::Cow;
 
 use super::{table, Families, Labels, Value};
 use crate::metrics::table::label;
+use crate::model::sharing::SharingMode;
 use crate::model::view::GpuView;
 
 /// Labels of one device: the GPU, or one of its MIG instances (`mig` set).
-fn device_labels(node: &str, g: &GpuView, mig: Option<&str>) -> Labels {
-    let mode = mig
-        .and_then(|u| g.mig.iter().find(|m| m.uuid == u))
-        .map_or(g.sharing_mode, |m| m.sharing_mode);
+/// The sharing mode of the GPU, or of its MIG instance `mig`.
+fn mode_of(g: &GpuView, mig: Option<&str>) -> SharingMode {
+    mig.and_then(|u| g.mig.iter().find(|m| m.uuid == u))
+        .map_or(g.sharing_mode, |m| m.sharing_mode)
+}
+
+fn device_labels(node: &str, g: &GpuView, mig: Option<&str>, mode: SharingMode) -> Labels {
     vec![
         (label::NODE.into(), node.into()),
         (label::GPU.into(), g.index.to_string().into()),
@@ -23,7 +27,8 @@ fn device_labels(node: &str, g: &GpuView, mig: Option<&str>) -> Labels {
 
 pub(super) fn billing_families(out: &mut Families, node: &str, g: &GpuView) {
     for a in &g.accounts {
-        let l = out.share(device_labels(node, g, a.mig_uuid.as_deref()));
+        let mig = a.mig_uuid.as_deref();
+        let l = out.share(device_labels(node, g, mig, mode_of(g, mig)));
         out.push_shared(&table::GPU_COMPUTE_BUSY, &l, None, a.busy_seconds);
         for (m, v) in &a.attributed_seconds {
             let own = Some((label::METHOD, m.as_label().to_owned()));
@@ -35,8 +40,7 @@ pub(super) fn billing_families(out: &mut Families, node: &str, g: &GpuView) {
         }
     }
     for p in &g.pods {
-        let mut l = device_labels(node, g, p.mig_uuid.as_deref());
-        l[3].1 = p.sharing_mode.as_label().into();
+        let mut l = device_labels(node, g, p.mig_uuid.as_deref(), p.sharing_mode);
         l.extend(
             [
                 (label::NAMESPACE, p.namespace.as_str()),

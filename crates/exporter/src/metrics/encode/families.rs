@@ -4,15 +4,18 @@ use std::borrow::Cow;
 
 use super::{table, Families, Family, Labels, Value};
 use crate::metrics::table::label;
+use crate::model::sharing::SharingMode;
 use crate::model::view::{ContainerUse, GpuView, MigView, ProcessView};
 use crate::model::CLOCK_EVENT_REASONS;
 
-fn gpu_labels(node: &str, g: &GpuView) -> Labels {
+/// The labels every series of a GPU starts with; `mode` is the GPU's sharing mode, or a MIG
+/// instance's for the series of that instance.
+fn gpu_labels(node: &str, g: &GpuView, mode: SharingMode) -> Labels {
     vec![
         (label::NODE.into(), node.into()),
         (label::GPU.into(), g.index.to_string().into()),
         (label::UUID.into(), g.uuid.as_str().into()),
-        (label::SHARING_MODE.into(), g.sharing_mode.as_label().into()),
+        (label::SHARING_MODE.into(), mode.as_label().into()),
     ]
 }
 
@@ -26,7 +29,7 @@ fn with<const N: usize>(mut base: Labels, extra: [(&'static str, String); N]) ->
 }
 
 pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &GpuView) {
-    let base = gpu_labels(node, g);
+    let base = gpu_labels(node, g, g.sharing_mode);
     let l = out.share(base.clone());
     let s = &g.sample;
     let mig_mode = match s.mig_enabled {
@@ -238,8 +241,7 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
 }
 
 pub(super) fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigView) {
-    let mut l = gpu_labels(node, g);
-    l[3].1 = m.sharing_mode.as_label().into();
+    let l = gpu_labels(node, g, m.sharing_mode);
     let l = with(
         l,
         [
@@ -298,11 +300,13 @@ pub(super) fn mig_families(out: &mut Families, node: &str, g: &GpuView, m: &MigV
 }
 
 pub(super) fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &ProcessView) {
-    let mut l = gpu_labels(node, g);
     let mig = p.sample.mig_uuid.clone().unwrap_or_default();
-    if let Some(m) = g.mig.iter().find(|m| m.uuid == mig) {
-        l[3].1 = m.sharing_mode.as_label().into();
-    }
+    let mode = g
+        .mig
+        .iter()
+        .find(|m| m.uuid == mig)
+        .map_or(g.sharing_mode, |m| m.sharing_mode);
+    let l = gpu_labels(node, g, mode);
     let pod = p.pod.as_deref();
     let shared = with(
         l,
@@ -354,8 +358,7 @@ pub(super) fn process_families(out: &mut Families, node: &str, g: &GpuView, p: &
 }
 
 pub(super) fn container_families(out: &mut Families, node: &str, g: &GpuView, c: &ContainerUse) {
-    let mut l = gpu_labels(node, g);
-    l[3].1 = c.sharing_mode.as_label().into();
+    let l = gpu_labels(node, g, c.sharing_mode);
     let p = &c.pod;
     let l = with(
         l,

@@ -35,7 +35,7 @@ use crate::model::holding::PodRef;
 pub const CLAIM_TOLERANCE: f64 = 0.15;
 /// NVML books a process's microsecond kernels many times over: beside spans under a per cent,
 /// honest tenants' bookings exceeded their spans by up to 66 µs per kernel the probe reported
-/// (issue 32's corpus, runs 3–6, 220 reads; 0.05–0.07 booked for 0.005–0.009 of spans at
+/// (the H100 corpus, 220 reads; 0.05–0.07 booked for 0.005–0.009 of spans at
 /// 2,000–3,000 kernels a second). What that explains, up to [`CLAIM_TOLERANCE`] (a probe
 /// reports its own kernel count), is not a contradiction.
 pub const NVML_OVER_READ_PER_KERNEL_SECONDS: f64 = 100e-6;
@@ -58,7 +58,7 @@ pub const STRETCH_TOLERANCE: f64 = 0.35;
 /// disputed: a hidden tenant held at least as much of those milliseconds as the tenant's own
 /// kernels ran, with a tenth to spare for the solo estimates' error. The tolerance is not a
 /// bound on one estimator's bias: an honest CUDA-graph tenant's solo estimates err low by a
-/// share (0.92 alone on the H100, lower under contention, issue 32), which the bounds band
+/// share (0.92 alone on the H100, lower under contention), which the bounds band
 /// absorbs; a hider must also be big enough to matter to a bill.
 pub const STRETCH_DISPUTE: f64 = 0.55;
 /// The unexplained time in those milliseconds, as a share of the milliseconds every probe
@@ -67,10 +67,10 @@ pub const HIDDEN_SHARE: f64 = 0.03;
 /// Under time-slicing, the share of the shared milliseconds the tenants' solo parts may run
 /// past them before the timelines contradict themselves ([`DisputeReason::SoloExcess`]). Honest
 /// heavy draws on the H200, their timelines aligned millisecond for millisecond, read at most
-/// 0.024 and 0.017 (issue 42's corpus, runs 12 and 13, 220 reads replayed from the probes'
-/// record logs); about twice that, for tenants and estimators not seen there. (Run 13 read
-/// timelines each placed by its own report, a few milliseconds apart: honest reads past 0.05
-/// were 6-10 %, the cause `ProbeBook::timelines` now removes.)
+/// 0.024 and 0.017 (the heavy corpus, 220 reads replayed from the probes' record logs);
+/// about twice that, for tenants and estimators not seen there. (Timelines each placed by
+/// its own report stand a few milliseconds apart: honest reads past 0.05 were 6-10 %, which
+/// `ProbeBook::timelines` prevents by placing them all by one clock.)
 pub const SOLO_EXCESS_TOLERANCE: f64 = 0.04;
 /// Stretch is judged only over at least this many milliseconds' worth of lone coverage.
 const MIN_ALONE_MS: f64 = 50.0;
@@ -118,6 +118,11 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
         }
         SplitMethod::Withheld if !split.candidates.is_empty() => {
             if widen(split, d, owners) {
+                return;
+            }
+            // By difference the profiled process would get what its co-tenants' probes leave,
+            // and theirs would be read as if it ran nothing beside them.
+            if !split.profiler.is_empty() {
                 return;
             }
             // A probe that stopped reporting does not make its process "the unprobed one":
@@ -442,7 +447,7 @@ fn check_claims(
 /// timelines. Every check that weighs one tenant's kernels against another's reads the
 /// timelines; a probe that sends none leaves its claim to the sums alone, which tolerate 0.15
 /// of the device (honest tenants fall that far from NVML's figure). A lying probe need only
-/// speak the older wire to hide inside that tolerance or claim twice its time: issue 32's
+/// speak the older wire to hide inside that tolerance or claim twice its time: the H100
 /// corpus caught 1 of 11 reads of a 2× over-claimer and none of a 0.25× MPS under-claimer
 /// that way. tessera's own probe has sent timelines since version 2, so beside it the older
 /// wire is a downgrade, and the split is withheld until that process runs a current probe. A
@@ -570,3 +575,7 @@ fn dispute(split: &mut DeviceSplit, reasons: Vec<DisputeReason>) {
 #[cfg(test)]
 #[path = "evidence_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "evidence_profiler_tests.rs"]
+mod profiler_tests;

@@ -195,7 +195,7 @@ fn nvml_booking_a_process_that_claims_nothing_disputes_the_probe_split() {
 
 #[test]
 fn a_light_tenant_split_below_a_per_cent_is_weighed_by_what_its_probe_ran() {
-    // Run 4 of issue 32's corpus: an honest sentence-embedding tenant's spans 0.012 beside a
+    // Seen on the H100 corpus: an honest sentence-embedding tenant's spans 0.012 beside a
     // DDP rank's; the timeline split gave it 0.004 while NVML booked it 0.05 (NVML books
     // microsecond kernels many times over). Its probe claimed kernels: not `nvml-booked`.
     // Tenant 1's one millisecond is shared with tenant 2's kernels, which explain most of it.
@@ -229,8 +229,8 @@ fn a_light_tenant_split_below_a_per_cent_is_weighed_by_what_its_probe_ran() {
         .probe(1, reading(0.004))
         .probe(2, reading(0.08));
     assert!(c.run().disputed.contains(&DisputeReason::NvmlBooked));
-    // Run 6: an honest embedding tenant's 2,088 kernels a second, spans 0.0078, booked 0.06
-    // by NVML: its over-read, not a contradiction. Ten times the booking is one.
+    // Also seen there: an honest embedding tenant's 2,088 kernels a second, spans 0.0078,
+    // booked 0.06 by NVML: its over-read, not a contradiction. Ten times the booking is one.
     let busy_micro = |booked: f64| {
         let mut c = Case::new(0.1)
             .with(1, Some(booked), pod("a", "p", "c"))
@@ -465,7 +465,7 @@ fn line(n: usize, c: f64, solo: f64) -> ProbeTimeline {
 fn a_kernel_that_outlasts_time_slices_gets_its_solo_figure_and_counts_in_the_claims() {
     // Three short-kernel tenants at 0.1 and a long kernel around them: the device reads 0.98.
     // The long tenant's spans hold the others' slices; what its kernels' solo durations
-    // explain is its figure (issue 42: withheld until then, so 18 of 25 heavy tenants read
+    // explain is its figure (withheld, 18 of 25 heavy tenants on the H200 corpus would read
     // nothing), and its claim keeps the others' 0.3 from looking like hiding time.
     let mut case = Case::new(0.98);
     for pid in 1..=4 {

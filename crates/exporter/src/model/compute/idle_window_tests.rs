@@ -46,8 +46,8 @@ fn readings(act: &ActivityInputs, mig: bool, seq: &[(f64, f64)]) -> Vec<DeviceSp
 
 #[test]
 fn the_claims_are_weighed_against_the_devices_mean_over_the_window() {
-    // Issue 32, run 4: a bursty tenant's second read 0.35 between seconds of 0.02–0.08; the
-    // probes' claims cover five seconds, and so must the figure they are held to.
+    // Seen on the H100 corpus: a bursty tenant's second read 0.35 between seconds of
+    // 0.02–0.08; the probes' claims cover five seconds, and so must the figure they are held to.
     let act = busy_cpu();
     let s = readings(
         &act,

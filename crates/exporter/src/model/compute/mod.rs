@@ -40,15 +40,17 @@ use std::collections::{BTreeMap, HashMap};
 
 pub use self::probe_split::complete_idle_timelines;
 use self::probe_split::{idle_by_probe, probe_figures, split_by_probes};
+use self::sampling::mean_between;
 pub use self::split_types::*;
 use super::{ProcessKind, ProcessSample};
 
 fn is_quiet(p: &ProcessSample, activity: &ActivityInputs) -> bool {
     let nvml_quiet = p.sm_utilization.is_none_or(|v| v < IDLE_SHARE);
+    // A probe whose records a profiler took knows nothing either way, like no probe.
     let probe_quiet = activity
         .probe
         .get(&p.pid)
-        .is_none_or(|r| r.busy_ratio.is_some_and(|b| b < IDLE_SHARE));
+        .is_none_or(|r| r.profiler || r.busy_ratio.is_some_and(|b| b < IDLE_SHARE));
     let cpu_quiet = activity
         .cpu_cores
         .get(&p.pid)
@@ -115,6 +117,11 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
         from_timelines: false,
         wide: None,
         disputed: Vec::new(),
+        profiler: candidates
+            .iter()
+            .copied()
+            .filter(|pid| d.activity.probe.get(pid).is_some_and(|r| r.profiler))
+            .collect(),
         probe_stages: BTreeMap::new(),
         outlasting: BTreeMap::new(),
         solo_excess: None,
@@ -189,6 +196,9 @@ fn split_by_nvml(
             "pid {} is the only active process in the instance",
             candidates[0]
         );
+    } else if !out.profiler.is_empty() {
+        out.method = SplitMethod::Withheld;
+        out.why = profiler_why(&out.profiler);
     } else {
         out.method = SplitMethod::Withheld;
         out.why = format!(
@@ -202,6 +212,17 @@ fn split_by_nvml(
             }
         );
     }
+}
+
+/// Why a device's shares are withheld while a profiler holds a candidate's CUPTI. The text
+/// starts with `profiler`, the reason's name.
+pub fn profiler_why(pids: &[u32]) -> String {
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    format!(
+        "profiler: a profiler in pid {} holds CUPTI, so its CUDA probe sees none of its \
+         kernels; its share and every co-tenant's (split against its timeline) withheld",
+        pids.join(", ")
+    )
 }
 
 /// Settles the split against the device's idle readings, and says why in `out.why`.
@@ -263,17 +284,6 @@ fn recent_readings(d: &DeviceCompute<'_>) -> Vec<(f64, f64)> {
         out.push((d.now, a));
     }
     out
-}
-
-/// The mean of the readings taken in `(end - seconds, end]` (each covers the sampler's
-/// interval before it; with no window, the one at `end`); `None` where none was.
-pub(super) fn mean_between(readings: &[(f64, f64)], end: f64, seconds: f64) -> Option<f64> {
-    let inside: Vec<f64> = readings
-        .iter()
-        .filter(|(t, _)| *t <= end && end - *t < seconds.max(f64::EPSILON))
-        .map(|(_, a)| *a)
-        .collect();
-    (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64)
 }
 
 /// When the device's run of idle readings began (`None` unless it reads idle now), and

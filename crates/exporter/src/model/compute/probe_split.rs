@@ -4,8 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::mean_between;
-use super::sampling::ratio_margin;
+use super::sampling::{mean_between, ratio_margin};
 use super::split_types::{
     ActivityInputs, DeviceCompute, DeviceSplit, Outlasting, ProbeReading, ProbeTimeline,
     ProcessShare, SplitMethod, IDLE_SHARE, NVML_BOOKED,
@@ -92,8 +91,8 @@ pub(super) fn split_by_probes(
     let bounds = bounds(&spans, &out.probe_stages, candidates, d);
     // The claims cover the probes' window: so must the device's figure they are fitted to.
     // One NVML reading is a snapshot of the last ~167 ms, and capping five seconds of bursty
-    // tenants to it doubled the time-sliced figures' error on the H100 corpus (runs 5–8: 0.0066
-    // mean absolute error where capped against 0.0032 uncapped). Timelines end their lag
+    // tenants to it doubled the time-sliced figures' error on the H100 corpus (0.0066 mean
+    // absolute error where capped against 0.0032 uncapped). Timelines end their lag
     // before the sample, and so does the device's figure they are held to.
     let window = d.activity.window_seconds;
     let end = if from_timelines {
@@ -240,9 +239,9 @@ const TIMELINE_WHY: &str = "CUDA probe timelines: a millisecond several processe
 ///
 /// A tenant whose kernels outlast time slices gets both: its spans held others' slices, which
 /// the ceiling takes out where those others' kernels ran, and the switches, which stay in it.
-/// Measured on the H200 (issue 42's corpus, run 12, replayed with these rules): floor and
-/// ceiling held the clock-corrected truth in 106–53 of 133–54 reads of kernel-bound tenants,
-/// 0.06 apart on average, where spans alone ran 60–80 % past it.
+/// Measured on the H200 (the heavy corpus replayed with these rules): floor and ceiling held
+/// the clock-corrected truth in 80–98 % of reads of kernel-bound tenants, 0.06 apart on
+/// average, where spans alone ran 60–80 % past it.
 ///
 /// Where the common milliseconds are a sample of the window (a probe tracing in duty cycles),
 /// each side widens by its own sampling margin ([`ProbeStages::floor_margin`],
@@ -289,8 +288,8 @@ fn bounds(
 /// solo rule (its own where it ran alone, its kernels' solo durations where clients overlapped)
 /// and the device's busy time those leave unexplained is shared out in proportion to the span
 /// time each one's solo durations do not explain, up to its spans. The solo rule alone read
-/// CUDA-graph tenants 27–33 % low on the H100 (issue 32: their solo estimates err low); spans
-/// alone read up to 5.3 points high (run 5). Without the device's figure, the solo rule.
+/// CUDA-graph tenants 27–33 % low on the H100 (their solo estimates err low); spans alone
+/// read up to 5.3 points high. Without the device's figure, the solo rule.
 fn fill_to_device(
     shares: &[(u32, f64)],
     spans: &[(u32, f64)],
@@ -327,8 +326,8 @@ const EXPLAINED_SLACK: f64 = 0.02;
 /// other candidates all carry the probe and what they ran explains the device's busy time
 /// over the window. What each ran is the larger of its probe's figure and NVML's booking:
 /// NVML over-reads microsecond kernels, so launch-bound tenants' spans alone left honest
-/// memory holders withheld beside them (issue 32's corpus, run 3: 25 of 28 withheld honest
-/// reads), while NVML's bookings are evidence no tenant controls. A process NVML books time
+/// memory holders withheld beside them (on the H100 corpus, 25 of 28 withheld honest reads),
+/// while NVML's bookings are evidence no tenant controls. A process NVML books time
 /// is not idle on its probe's word. A probe with records off reports itself off and has no
 /// reading, so it is never idle here.
 ///
@@ -385,7 +384,7 @@ fn saw_nothing(r: &ProbeReading) -> bool {
 /// but sends no timeline (an older probe's wire sends totals only), when the others' timelines
 /// line up. Its claim is the same as a timeline probe's that covered nothing, and without it
 /// one idle old probe left the whole device's split without timelines: honest tenants beside
-/// it disputed as `claims-nothing` (issue 32's corpus, run 3: 25 of 550 honest reads).
+/// it disputed as `claims-nothing` (on the H100 corpus, 25 of 550 honest reads).
 pub fn complete_idle_timelines(activity: &mut ActivityInputs) {
     let mut lengths = activity.probe_timelines.values().map(|t| t.covered.len());
     let Some(len) = lengths.next() else {

@@ -1,6 +1,6 @@
 //! The bounds, the MPS point figure between them, and the stretch that withholds point
 //! figures without disputing: honest tenants shaped like CUDA-graph replays (their solo
-//! estimates err low) against the rules before issue 32, and a hidden tenant still disputed.
+//! estimates err low) against the solo rule alone, and a hidden tenant still disputed.
 
 use std::collections::HashMap;
 
@@ -187,9 +187,9 @@ fn honest_tenants_at_their_solo_pace_keep_point_figures_and_bounds_around_them()
 
 #[test]
 fn under_mps_graph_tenants_are_not_cut_to_their_solo_estimates() {
-    // Issue 32's MPS case, as measured on the H100: two CUDA-graph clients and a matmul client
+    // An MPS case measured on the H100: two CUDA-graph clients and a matmul client
     // side by side in every millisecond; truth 0.303 / 0.199 / 0.101. Their spans read 0.311 /
-    // 0.185 / 0.098 (run 2's rule), and their solo estimates explain 0.707 / 0.719 / 1.0 of
+    // 0.185 / 0.098 (spans alone), and their solo estimates explain 0.707 / 0.719 / 1.0 of
     // them: the solo rule read 0.220 / 0.133 / 0.098 (-8.3, -6.6 points). The device was busy
     // about as long as the tenants' kernel time, 0.61.
     let truth = [0.303, 0.199, 0.101];

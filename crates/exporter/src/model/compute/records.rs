@@ -35,8 +35,8 @@ fn may_run_kernels(p: &ProcessSample, activity: &ActivityInputs) -> bool {
 /// instances of the sample: the candidates, and the quiet processes beside them too. A quiet
 /// process launches nothing, so its records cost nothing; without them, the first CPU blip
 /// that made it a candidate found its probe with no reading, and the whole device's split was
-/// withheld for a window (issue 32's corpus, run 7: an idle tenant polling for work at just
-/// over [`QUIET_CPU_CORES`], 17 of 220 honest reads). A process on several devices needs
+/// withheld for a window (on the H100 corpus, an idle tenant polling for work at just over
+/// [`QUIET_CPU_CORES`]: 17 of 220 honest reads). A process on several devices needs
 /// records if any of them is shared: the probe's records are per process. The MPS server runs
 /// its clients' kernels and is never a candidate.
 pub fn shared_processes(sample: &NvmlSample, activity: &ActivityInputs) -> HashSet<u32> {

@@ -76,7 +76,7 @@ fn two_candidates_on_one_gpu_both_need_records_and_a_quiet_one_does_not_count() 
 
 #[test]
 fn a_quiet_process_beside_two_candidates_keeps_its_records() {
-    // Run 7 of issue 32's corpus: an idle tenant polling for work crossed the quiet mark now
+    // Seen on the H100 corpus: an idle tenant polling for work crossed the quiet mark now
     // and then; with its records off it had no reading when it did, and the device's split
     // was withheld.
     let s = sample(vec![vec![

@@ -4,7 +4,7 @@
 //! slots of time it traces is a hash of the shared clock, so its traced milliseconds are a
 //! random sample of the window's, drawn without replacement, and its figure (covered time over
 //! traced time) is an estimate. A bound read from an estimate is not a bound: on the H100
-//! corpus (issue 32, runs 5–8) bounds of sampled figures around bursty inference tenants held
+//! corpus bounds of sampled figures around bursty inference tenants held
 //! the read's truth in 71–75 % of reads, those of fully traced ones in 97–100 %. The bounds of
 //! a sampled figure are widened by [`CONFIDENCE_Z`] standard errors of that estimate.
 //!
@@ -17,7 +17,7 @@
 
 /// Standard errors either side of a sampled figure: about 99.7 % of samples of a normal
 /// estimate fall within, so that the sampling error alone leaves the bounds far less often than
-/// the 5 % of reads issue 32 allows for every cause together.
+/// the 5 % of reads the accuracy target allows for every cause together.
 pub const CONFIDENCE_Z: f64 = 3.0;
 /// Fewer runs than this in the sample and its spread says too little to bound anything.
 const MIN_UNITS: usize = 4;
@@ -75,6 +75,17 @@ pub fn ratio_margin(
     let unsampled = (1.0 - picked as f64 / len as f64).max(0.0);
     let variance = unsampled * spread / (n as f64 * mean_base * mean_base);
     Some(CONFIDENCE_Z * variance.sqrt())
+}
+
+/// The mean of the readings taken in `(end - seconds, end]` (each covers the sampler's
+/// interval before it; with no window, the one at `end`); `None` where none was.
+pub(super) fn mean_between(readings: &[(f64, f64)], end: f64, seconds: f64) -> Option<f64> {
+    let inside: Vec<f64> = readings
+        .iter()
+        .filter(|(t, _)| *t <= end && end - *t < seconds.max(f64::EPSILON))
+        .map(|(_, a)| *a)
+        .collect();
+    (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64)
 }
 
 #[cfg(test)]

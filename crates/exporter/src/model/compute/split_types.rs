@@ -45,6 +45,11 @@ pub struct ProbeReading {
     /// The probe sends totals only (wire version 1): no clock and no timeline to set its
     /// kernels beside the others' ([`super::evidence`]).
     pub totals_only: bool,
+    /// Another CUPTI client in the process (a profiler: the PyTorch profiler, Nsight Systems)
+    /// holds CUPTI, so the probe's kernel records go to it: the probe measures nothing, and
+    /// says so rather than read low. No busy ratio while it lasts.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub profiler: bool,
 }
 
 pub use super::timeslice::ProbeTimeline;
@@ -161,6 +166,11 @@ pub struct DeviceSplit {
     /// Why the probes' claims were not believed, when the split is disputed (or was, before
     /// a wider rule settled it).
     pub disputed: Vec<super::figures::DisputeReason>,
+    /// Candidates whose probe lost its kernel records to a profiler in the process
+    /// ([`ProbeReading::profiler`]): the device's shares are withheld while there are any
+    /// beside another candidate, since each co-tenant's is split against their timelines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub profiler: Vec<u32>,
     /// With timelines (time-slicing or MPS): what each step of the split gave each process.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub probe_stages: BTreeMap<u32, ProbeStages>,
@@ -196,14 +206,14 @@ pub struct DeviceSplit {
     /// The mean of the device's readings over the probes' window, this one included: what the
     /// claims' checks weigh. A reading covers only the time since the previous sample (a
     /// second), the probes' claims the whole window; bursty tenants made the second's figure
-    /// swing from 0.02 to 0.35 within one draw and dispute honest claims (issue 32, run 4).
+    /// swing from 0.02 to 0.35 within one draw and dispute honest claims.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_window: Option<f64>,
     /// The stretch of time the probes' figures and bounds cover, `[start, end]` in the sample's
     /// clock (unix seconds): the trailing window, or with timelines the window ending
     /// `timeline_lag_seconds` before the sample. Who checks a figure against their own
     /// records checks it over this stretch: a second off, a bursty tenant's figure read 20 %
-    /// from its truth (issue 42's corpus, run 16).
+    /// from its truth on the H200 corpus.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub figure_window: Option<[f64; 2]>,
     /// The readings `device_window` averages, `(time, reading)`, over the window and the

@@ -331,8 +331,8 @@ fn a_kernel_that_outlasts_time_slices_counts_its_solo_durations_between_floor_an
     // Short kernels start only in their own slices, so their spans are their own time (half
     // of each contended millisecond). The long kernel's span covers the whole millisecond with
     // the short one's slices and the switches inside it: its share is what its solo durations
-    // explain (0.47), its ceiling the millisecond less the short one's floor (0.5). Withheld
-    // until issue 42, which left 18 of 25 heavy time-sliced tenants without a figure.
+    // explain (0.47), its ceiling the millisecond less the short one's floor (0.5). Withheld,
+    // such tenants are most of the heavy time-sliced ones: 18 of 25 on the H200 corpus.
     let n = 100;
     let short = ProbeTimeline {
         covered: vec![0.5; n],
@@ -497,7 +497,7 @@ fn timelines_are_used_only_when_every_tenant_has_one() {
 
 #[test]
 fn under_mps_kernels_beside_another_clients_count_by_their_solo_durations() {
-    // Measured on the H100 (run 5): under MPS a client's kernels share the SMs with another's
+    // Measured on the H100: under MPS a client's kernels share the SMs with another's
     // and run longer than alone; its spans read 4–5 points above its kernel time. Client 1
     // runs all along, stretched (0.5 of each millisecond for 0.3 of solo work) while client 2
     // runs beside it in the first half; alone in the second half it is not stretched. Their
@@ -527,7 +527,7 @@ fn under_mps_kernels_beside_another_clients_count_by_their_solo_durations() {
     assert!((share(1) - 0.4).abs() < 1e-9, "{}", share(1));
     assert!((share(2) - 0.2).abs() < 1e-9, "{}", share(2));
     // Busy 0.7, the device says their spans did not overlap after all: client 1's solo
-    // estimates erred, and it gets the time they left unexplained, up to its spans (issue 32).
+    // estimates erred, and it gets the time they left unexplained, up to its spans.
     let busier = run(&procs, Some(0.7), true, &act);
     assert!((busier.share_of(1).share.unwrap_or(f64::NAN) - 0.5).abs() < 1e-9);
     // Kernels side by side are not stretched over anyone's slices: nobody is withheld, and
@@ -603,10 +603,10 @@ fn shares_are_read_over_the_window_every_timeline_covers() {
     // A busy tenant beside a process that launched nothing, its kernels over the timelines'
     // window (2 s behind the probes' clock) 0.36 of it, its spans over the reports' window
     // 0.4. Multiplying the one by the other's fraction mixed two windows of bursty tenants:
-    // on the H200 (issue 42's corpus, run 12) that read heavy tenants −30 % to +36 % (5th to
+    // on the H200 corpus that read heavy tenants −30 % to +36 % (5th to
     // 95th percentile) against −12 % to +16 % for the timelines' own figure over its window.
     // (It was chosen for records that arrive after the lag, which would leave the timeline's
-    // tail short; run 12's timelines as tessera read them covered what the probes' full record
+    // tail short; the timelines as tessera read them covered what the probes' full record
     // logs did over the same windows, within a per cent.)
     let n = 5_000;
     let busy = ProbeTimeline {
@@ -636,7 +636,7 @@ fn shares_are_read_over_the_window_every_timeline_covers() {
 
 #[test]
 fn a_memory_holder_the_probe_saw_launch_nothing_is_idle_whatever_its_cpu_does() {
-    // Measured on the H100 (issue 21): inference at 40 % beside a process that holds memory
+    // Measured on the H100: inference at 40 % beside a process that holds memory
     // and spins a core. Its CPU makes it a candidate; its probe, records on all window, saw
     // no kernel, and the other's kernels explain the device's busy time.
     let procs = [proc(1, Some(0.38)), proc(2, Some(0.02))];
@@ -703,7 +703,7 @@ fn a_memory_holder_the_probe_saw_launch_nothing_is_idle_whatever_its_cpu_does() 
 
 #[test]
 fn a_holder_is_idle_where_nvmls_bookings_explain_what_spans_alone_do_not() {
-    // Measured on the H100 (issue 32's corpus, run 3, ts-5): launch-bound tenants whose spans
+    // Measured on the H100 (a time-sliced corpus draw): launch-bound tenants whose spans
     // add up to 0.053 while NVML reads the device 0.116 (it over-reads microsecond kernels)
     // and books them 0.02 / 0 / 0.05 / 0. The memory holder's probe saw nothing, NVML booked
     // it nothing: idle, not withheld.
@@ -739,7 +739,7 @@ fn a_holder_is_idle_where_nvmls_bookings_explain_what_spans_alone_do_not() {
 
 #[test]
 fn an_old_probe_that_saw_nothing_does_not_take_the_timelines_away() {
-    // Issue 32's corpus, run 3: an idle process whose probe speaks the totals-only wire sat
+    // Seen on the H100 corpus: an idle process whose probe speaks the totals-only wire sat
     // beside tenants with timelines; without one for it the split fell back to spans and the
     // `claims-nothing` guard disputed every honest tenant there.
     // Tenant 2 is light: its spans add up to under a per cent of the window. NVML's device
@@ -795,7 +795,7 @@ fn an_old_probe_that_saw_nothing_does_not_take_the_timelines_away() {
 
 #[test]
 fn a_throttled_probes_busy_ratio_comes_from_the_milliseconds_it_traced() {
-    // Measured (issue 21): CUDA-graph inference 40 % busy, its probe tracing 30 % of the time
+    // Measured on the H100: CUDA-graph inference 40 % busy, its probe tracing 30 % of the time
     // in duty cycles; graph replays kept recording kernels while records were off, so spans
     // over traced time read 1.0. The timeline marks untraced milliseconds and reads 0.4.
     let n = 1_000;

@@ -19,7 +19,7 @@
 //! inside them, and between those kernels it holds the context switches and the slices others
 //! kept without running a kernel, which no record shows. Its span says nothing of its own time
 //! there; its solo durations do, where the estimate is a run that was not stretched. On the
-//! H200 under real load (issue 42's corpus, run 12: encoders, GEMM streams and training steps
+//! H200 under real load (the heavy corpus: encoders, GEMM streams and training steps
 //! at 0.1-0.6 of the device each, the device 50-100 % busy) every kernel-bound tenant's spans
 //! held others' kernels in 27-83 % of its covered time, and its solo parts, keyed by graph node
 //! or by the kernels launched before it (`crates/probe/src/solo.rs`), read −4 % to +7 % of the
@@ -36,7 +36,7 @@
 //! 42 a probe that traced the whole window took its span total over the reports' window times
 //! the timeline's fraction, which mixed two windows of bursty tenants: on the H200 it read heavy
 //! tenants −30 % to +36 %, 5th to 95th percentile, against −12 % to +16 % for the timeline's
-//! own figure over its window. It guarded against records arriving after the lag; run 12's
+//! own figure over its window. It guarded against records arriving after the lag; the
 //! timelines as tessera read them covered what the full record logs did, within a per cent.)
 
 use std::collections::HashMap;
@@ -122,8 +122,8 @@ pub struct ProbeStages {
     /// per-millisecond parts, 0 where every millisecond was traced, `None` where the sample is
     /// too thin to give one. The bounds widened by the coverage's margin before, and a span
     /// stretched by others' slices varies far more from one millisecond to the next than what
-    /// its solo durations explain: on the H200 (issue 42, `replay.py --margins` over the
-    /// sampled reads of runs 17 and 22) widths 0.136 and 0.171 became 0.092 and 0.128, holding
+    /// its solo durations explain: on the H200 (`replay.py --margins` over the corpus's
+    /// sampled reads) widths 0.136 and 0.171 became 0.092 and 0.128, holding
     /// the truth as often (44 of 44; 168 and 169 of 170).
     pub floor_margin: Option<f64>,
     /// The same for `ceiling`: under MPS, where the ceiling is the covered time, the coverage's.
@@ -216,7 +216,7 @@ pub fn held_by_others(lines: &[&ProbeTimeline]) -> Vec<Held> {
 /// `side_by_side`: the device runs several processes' kernels at once (MPS). A millisecond
 /// another process's kernels ran in too is not split: each process's kernels shared the SMs
 /// and ran longer than alone, so each counts what its kernels' solo durations explain, which
-/// is the GPU time its work took. Measured on the H100 (docs/validation.md, run 5), spans
+/// is the GPU time its work took. Measured on the H100 (docs/validation.md), spans
 /// under MPS read up to 5.3 points above the tenants' kernel time, solo durations −2.7 to +1.8.
 pub fn timeline_shares(
     probed: &[(u32, f64)],
@@ -334,7 +334,7 @@ pub fn timeline_shares(
 /// estimates miss there is their own error, and a shared millisecond's split takes each
 /// tenant's solo parts scaled by it. resnet50 served at batches 32–128 runs kernels of one shape
 /// whose durations differ with the batch: their estimates (the runs near the fastest) read its
-/// shared milliseconds 7 % low (median, H200, issue 42's run 17 replayed over the published
+/// shared milliseconds 7 % low (median, H200, the corpus replayed over the published
 /// windows), scaled −1.5 %; a GEMM stream and CUDA-graph encoders read 1.01–1.15 and moved
 /// under a per cent, an eager encoder 1.16 (+4.1 % to +8.7 %).
 pub fn lone_scales(lines: &[&ProbeTimeline]) -> Vec<f64> {
@@ -393,8 +393,8 @@ pub fn lone_time(lines: &[&ProbeTimeline]) -> LoneTime {
 /// Time-slicing runs one context at a time, so in a millisecond the tenants' solo parts add
 /// up to at most the millisecond. Past it is what no honest timeline shows beyond the solo
 /// estimates' spread: over the milliseconds every tenant traced, the share of them the solo
-/// parts ran past the millisecond. Measured on the H200 (issue 42's corpus, runs 12 and 13,
-/// replayed: 220 reads of honest heavy draws): at most 0.024; one tenant's timeline forged
+/// parts ran past the millisecond. Measured on the H200 (the heavy corpus replayed: 220
+/// reads of honest heavy draws): at most 0.024; one tenant's timeline forged
 /// 1.2× or 1.5× moved it past that in 16-26 % and 39-67 % of reads. `None` with too few
 /// common milliseconds.
 pub fn solo_excess(lines: &[&ProbeTimeline]) -> Option<f64> {

@@ -239,7 +239,7 @@ fn containers(
     }
     // While a pod's init container runs on the device the kubelet lent it, the pod's
     // allocation is in use though its app container has not started: the holder is not idle
-    // (found on a real kubelet, issue 43). Not busy either: its own figure is its own.
+    // (as on a real kubelet). Not busy either: its own figure is its own.
     let pods_initialising: BTreeSet<(String, String)> = rows
         .values()
         .filter(|(row, _)| lent(&row.pod) && row.processes > 0 && row.activity != Activity::Idle)

@@ -194,7 +194,7 @@ fn a_holder_whose_init_container_runs_on_its_device_is_not_idle() {
     use crate::model::identity::{CgroupIdentity, ContainerRuntime};
     const GPU: &str = "GPU-f86ae500-eefe-ae79-dc8d-234ca550730a";
     // The app container `main` holds the GPU and has not started; its init container
-    // `warmup` runs a kernel-launching process on it (a real kubelet, issue 43).
+    // `warmup` runs a kernel-launching process on it (as a real kubelet does).
     let nvml = NvmlSample {
         gpus: vec![GpuSample {
             uuid: GPU.into(),

@@ -29,6 +29,7 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         from_timelines: false,
         wide: None,
         disputed: Vec::new(),
+        profiler: Vec::new(),
         probe_stages: Default::default(),
         outlasting: Default::default(),
         solo_excess: None,

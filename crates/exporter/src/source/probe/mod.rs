@@ -24,7 +24,9 @@ use crate::model::compute::{ProbeReading, ProbeTimeline};
 
 pub use options::{ProbeArgs, ProbeOptions};
 pub use socket::{spawn_receiver, ProbeSocketError};
-pub use tessera_probe::wire::{Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, UNTRACED};
+pub use tessera_probe::wire::{
+    Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, FLAG_PROFILER, UNTRACED,
+};
 
 /// More connections than any node runs GPU processes; past this new ones are refused.
 const MAX_CONNECTIONS: usize = 4096;
@@ -151,6 +153,8 @@ struct Report {
 struct PidReports {
     reports: VecDeque<Report>,
     disabled: bool,
+    /// Its latest frame said a profiler in the process holds CUPTI (with `disabled`).
+    profiler: bool,
     /// Its latest frame carried totals only (wire version 1: no clock, no timeline).
     totals_only: bool,
     /// Only once a full frame (the first of a connection) arrived.
@@ -245,6 +249,7 @@ impl ProbeBook {
             e.reports.clear();
         }
         e.disabled = disabled;
+        e.profiler = disabled && frame.flags & FLAG_PROFILER != 0;
         e.reports.push_back(Report {
             at,
             busy_ns: frame.busy_ns,
@@ -288,10 +293,23 @@ impl ProbeBook {
         pids.iter()
             .filter_map(|pid| {
                 let r = map.get(pid)?;
-                if r.disabled {
-                    return None;
-                }
                 let last = *r.reports.back()?;
+                // A probe turned off reads as none; one whose records a profiler took says so,
+                // and has nothing else to say (`ProbeReading::profiler`).
+                if r.disabled {
+                    return r.profiler.then(|| {
+                        (
+                            *pid,
+                            ProbeReading {
+                                busy_seconds: last.busy_ns as f64 / 1e9,
+                                kernels: last.kernels,
+                                silent: now.saturating_duration_since(last.at) > SILENT_AFTER,
+                                profiler: true,
+                                ..ProbeReading::default()
+                            },
+                        )
+                    });
+                }
                 let first = r
                     .reports
                     .iter()
@@ -320,6 +338,7 @@ impl ProbeBook {
                         }),
                         window_kernels,
                         totals_only: r.totals_only,
+                        profiler: false,
                     },
                 ))
             })
@@ -333,7 +352,7 @@ impl ProbeBook {
     /// report's delay (or a lie about the clock, which `clock` disputes past 0.25 s) moves the
     /// others' milliseconds against each other. (Placed by each report alone, timelines of
     /// honest heavy tenants on the H200 stood a few milliseconds apart, slices seemed to
-    /// overlap, and `solo-excess` disputed 6-10 % of honest reads: issue 42's corpus, run 13.)
+    /// overlap, and `solo-excess` disputed 6-10 % of honest reads.)
     pub fn timelines(&self, pids: &[u32], now: Instant) -> HashMap<u32, ProbeTimeline> {
         let window = self.window;
         let Ok(map) = self.inner.lock() else {

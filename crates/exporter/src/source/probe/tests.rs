@@ -289,3 +289,37 @@ fn every_timeline_ends_at_the_same_millisecond_whatever_each_report_took_to_arri
     assert!(at(1).is_some());
     assert_eq!(at(1), at(2), "one window for every process");
 }
+
+/// A probe whose records a profiler took says so: its reading carries no ratio and says why,
+/// where a probe merely off has none. Once its records are back, the reports from before are
+/// gone: no ratio until a clean window of them.
+#[test]
+fn a_profiler_holding_cupti_gives_a_reading_that_says_so_until_records_are_back() {
+    let book = ProbeBook::new(Duration::from_secs(5));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    for s in 0..=6u64 {
+        book.record(7, &frame(400 * s, 10 * s), at(s));
+    }
+    assert!(book.readings(&[7], at(6))[&7].busy_ratio.is_some());
+    for s in 7..=9u64 {
+        let mut f = frame(2_400, 60);
+        f.flags = FLAG_DISABLED | FLAG_PROFILER;
+        book.record(7, &f, at(s));
+    }
+    let r = book.readings(&[7], at(9))[&7];
+    assert!(r.profiler, "{r:?}");
+    assert_eq!(r.busy_ratio, None);
+    assert_eq!(r.window_kernels, None);
+    assert!(!r.silent);
+    // Turned off for another reason: no reading at all, as before.
+    let mut f = frame(2_400, 60);
+    f.flags = FLAG_DISABLED;
+    book.record(8, &f, at(9));
+    assert!(!book.readings(&[8], at(9)).contains_key(&8));
+    // Back: the next report counts from itself.
+    book.record(7, &frame(2_800, 70), at(10));
+    let r = book.readings(&[7], at(10))[&7];
+    assert!(!r.profiler);
+    assert_eq!(r.busy_ratio, None);
+}

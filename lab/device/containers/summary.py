@@ -1,0 +1,127 @@
+"""The containers run's table (driver.py's phases.jsonl and reads.jsonl): per tenant pod, the
+labels tessera put on its series, the PIDs inside and outside its namespace, and its per-pod
+compute against its kernel-time truth.
+
+    summary.py OUT_DIR            # prints markdown; exit 1 if a check failed
+
+Truth: the matmuls the tenant finished over the reads' window, shifted back by what the figure
+lags (tessera's 2 s timeline lag plus half of the 5 s activity window), times one matmul's
+kernel time alone (calib.py), over the window's length. tessera's figure: the growth of
+gpu_container_busy_seconds_total over the window's samples, and the mean of
+gpu_container_busy_ratio's reads. Within 10 % of the truth passes.
+"""
+import json
+import sys
+
+LAG = 2.0 + 2.5
+TOLERANCE = 0.10
+
+
+def at(progress, t):
+    """Matmuls done by time t, interpolated in the tenant's progress log."""
+    if not progress or t <= progress[0][0]:
+        return progress[0][1] if progress else None
+    for (t0, n0), (t1, n1) in zip(progress, progress[1:]):
+        if t0 <= t <= t1:
+            return n0 + (n1 - n0) * (t - t0) / (t1 - t0) if t1 > t0 else n1
+    return None
+
+
+def main():
+    out = sys.argv[1]
+    phases = [json.loads(l) for l in open(f"{out}/phases.jsonl") if l.strip()]
+    reads = [json.loads(l) for l in open(f"{out}/reads.jsonl") if l.strip()]
+    head = next((p for p in phases if p.get("header")), {})
+    foot = next((p for p in phases if p.get("footer")), {})
+    kernel_ms = (head.get("calib") or {}).get("kernel_ms")
+    facts = head.get("facts", {})
+    print(f"commit {head.get('commit')}, GPU {head.get('uuid')}, dry {head.get('dry')}")
+    print(f"setup: namespaces {facts.get('namespaces')}; cgroups {facts.get('cgroups')}; "
+          f"socket {facts.get('socket')}; install-probe {facts.get('install_probe')}")
+    print(f"calibration: {head.get('calib')}")
+    if foot.get("failures"):
+        print(f"FAILURES: {foot['failures']}")
+    if foot.get("retried"):
+        print(f"retried in a weaker setup after: {foot['retried']}")
+    print()
+    print("| phase | pod | pid inside | pid on host | tessera's pid label | labels (namespace/pod/container, sharing_mode) "
+          "| split | reads with a figure | busy_seconds rate | mean busy_ratio | truth (kernel) | error | within 10 % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ok_all = not foot.get("failures")
+    for p in phases:
+        if "pod" not in p:
+            continue
+        pod, name = p["pod"], p["phase"]
+        rs = [r for r in reads if r["phase"] == name]
+        ratio, secs, pids, labels, methods = [], [], set(), set(), set()
+        for r in rs:
+            ts = next((v for n, l, v in r["rows"] if n == "tessera_last_sample_timestamp_seconds"), None)
+            for n, l, v in r["rows"]:
+                if l.get("pod") != pod and n != "gpu_compute_split_info":
+                    continue
+                if n == "gpu_container_busy_ratio":
+                    ratio.append(v)
+                    labels.add(f'{l.get("namespace")}/{l.get("pod")}/{l.get("container")}, {l.get("sharing_mode")}')
+                elif n == "gpu_container_busy_seconds_total" and ts is not None:
+                    secs.append((ts, v))
+                elif n in ("gpu_process_busy_ratio", "gpu_process_kernels_total", "gpu_process_busy_ratio_lower"):
+                    # Series only the probe's reports make: their pid is the one SO_PEERCRED gave.
+                    pids.add(l.get("pid"))
+                    labels.add(f'{l.get("namespace")}/{l.get("pod")}/{l.get("container")}, {l.get("sharing_mode")}')
+                elif n == "gpu_compute_split_info":
+                    methods.add(l.get("method"))
+        rate = (secs[-1][1] - secs[0][1]) / (secs[-1][0] - secs[0][0]) if len(secs) > 1 and secs[-1][0] > secs[0][0] else None
+        mean = sum(ratio) / len(ratio) if ratio else None
+        truth = None
+        if rs and kernel_ms:
+            t0, t1 = rs[0]["t"] - LAG, rs[-1]["t"] - LAG
+            n0, n1 = at(p["progress"], t0), at(p["progress"], t1)
+            if n0 is not None and n1 is not None and t1 > t0:
+                truth = (n1 - n0) * kernel_ms / 1000 / (t1 - t0)
+        fig = rate if rate is not None else mean
+        err = (fig - truth) / truth if fig is not None and truth else None
+        good = err is not None and abs(err) <= TOLERANCE
+        want_pids = {str(p.get("host_pid"))} | ({str(p["worker_host_pid"])} if p.get("worker_host_pid") else set())
+        pid_ok = pids == want_pids
+        want_mode = "mps" if p.get("mps") else "time-slicing"
+        labels_ok = bool(labels) and all(x == f"energy/{pod}/main, {want_mode}" for x in labels)
+        if head.get("dry"):
+            # The fake NVML's utilization is no tenant's work: only the join is checked.
+            want_mode = "time-slicing"
+            labels_ok = bool(labels) and all(x == f"energy/{pod}/main, {want_mode}" for x in labels)
+            good = True
+        ok_all = ok_all and good and pid_ok and labels_ok
+        f = lambda v: "—" if v is None else f"{v:.3f}"
+        worker_in = f', worker {p["ready"]["worker_pid"]}' if p["ready"].get("worker_pid") else ""
+        worker_out = f', worker {p["worker_host_pid"]}' if p.get("worker_host_pid") else ""
+        print(f'| {name} | {pod} | {p["ready"].get("pid")} (NSpid {p["ready"].get("nspid")}){worker_in} | {p.get("host_pid")}{worker_out} '
+              f'| {",".join(sorted(x for x in pids if x)) or "—"}{"" if pid_ok else " (**not the host PID**)"} '
+              f'| {"; ".join(sorted(labels)) or "—"}{"" if labels_ok else " (**not as expected**)"} | {",".join(sorted(m for m in methods if m))} '
+              f'| {len(ratio)}/{len(rs)} | {f(rate)} | {f(mean)} | {f(truth)} '
+              f'| {"—" if err is None else f"{err * 100:+.1f} %"} | {"yes" if good else "**no**"} |')
+    for p in phases:
+        if "stray" not in p:
+            continue
+        rs = [r for r in reads if r["phase"] == p["phase"]]
+        probe_series = ("gpu_process_kernels_total", "gpu_process_busy_ratio", "gpu_process_busy_ratio_lower",
+                        "gpu_process_busy_ratio_upper")
+        seen = sum(1 for r in rs for n, l, v in r["rows"] if n in probe_series and l.get("pid") == str(p["stray"]))
+        ok_all = ok_all and seen == 0 and bool(rs)
+        print(f'\nstray (a container holding no GPU, its probe writing to the socket; host PID {p["stray"]}): '
+              f'{"no probe series in any of the " + str(len(rs)) + " reads" if seen == 0 else f"**{seen} probe series carry its PID**"}')
+    print()
+    print("what each tenant saw inside its container:")
+    for p in phases:
+        if "pod" in p:
+            r = p["ready"]
+            print(f'- {p["phase"]} {p["pod"]}: namespaces {p["namespaces"]}, uid {r.get("uid")}, cgroup '
+                  f'{r.get("cgroup")!r}, CUDA_INJECTION64_PATH {r.get("injection")}, socket there '
+                  f'{r.get("socket_exists")}, library there {r.get("library_exists")}, per period {r.get("per_period")} '
+                  f'matmuls of {r.get("matmul_s", 0) * 1000:.2f} ms, exit {p.get("rc")}')
+    print()
+    print("all checks passed" if ok_all else "SOME CHECKS FAILED")
+    return 0 if ok_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
