@@ -3,13 +3,13 @@
 # and run under qemu-user on this x86_64 machine:
 #   - the exporter's unit tests (tessera-exporter --lib) and the CUDA probe's (tessera-probe --lib),
 #   - the end-to-end tests that drive the arm64 binary against the arm64 fake NVML: the golden
-#     expositions (nvml_e2e, attribution_e2e) and the DCGM surface (dcgm_compat_e2e), less the
+#     expositions (e2e's nvml:: and attribution::) and the DCGM surface (dcgm_compat::), less the
 #     six whose scenarios move on the fake's clock faster than emulation starts (listed below),
 #   - the expositions those tests compare with tests/golden/*.txt, written out as compared, and
 #     checked byte for byte against the same files the x86_64 tests use.
 # The test binaries run through the runner in .cargo/config.toml; tessera and the NVML workers
 # it starts are arm64 processes started by arm64 processes, which the kernel hands to qemu
-# through binfmt_misc (qemu-user-static). One cargo run builds, a second runs.
+# through binfmt_misc (qemu-user-static). One cargo run builds; the unit tests, then e2e's topics run.
 # Last line: "test_arm64: N passed, M failed" (cargo's test binaries, then the golden check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +23,10 @@ if ! arm64_binfmt_ready; then
   echo "test-arm64.sh: no enabled binfmt_misc entry qemu-aarch64 (scripts/install-test-deps.sh sets it up)" >&2
   failed=1; finish; exit 1
 fi
-targets=(--target "$ARM64_TRIPLE" -p tessera -p tessera-exporter -p tessera-probe --lib
-  --test nvml_e2e --test attribution_e2e --test dcgm_compat_e2e)
+units=(--target "$ARM64_TRIPLE" -p tessera-exporter -p tessera-probe --lib)
+e2e=(--target "$ARM64_TRIPLE" -p tessera --test e2e)
+# The e2e binary's topics run here: golden expositions and attribution, and the DCGM surface.
+topics=(nvml:: attribution:: dcgm_compat::)
 # Left out under emulation, with the golden file each would compare: their scenarios change the
 # GPUs on the fake NVML's clock within the first second after nvmlInit (a GPU lost at 300 ms, a
 # call that hangs, a MIG re-partition, processes that leave), and an emulated debug build reaches
@@ -52,14 +54,17 @@ if [[ -n ${TESSERA_ARM64_COMPARE:-} ]]; then
   cp "$TESSERA_ARM64_COMPARE"/*.txt "$goldens/"
 else
 start=$(date +%s)
-arm64_cargo test --locked --no-run "${targets[@]}"
+arm64_cargo test --locked --no-run "${units[@]}" --test e2e -p tessera
 built=$(date +%s)
 echo "arm64: test build $((built - start)) s"
 set +e
 # Never rewrite the golden files from an emulated run.
 unset TESSERA_UPDATE_GOLDEN
-TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked --no-fail-fast "${targets[@]}" -- --exact "${skip_args[@]}" 2>&1 | tee "$log"
+arm64_cargo test --locked --no-fail-fast "${units[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
+TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked --no-fail-fast "${e2e[@]}" -- "${topics[@]}" \
+  "${skip_args[@]}" 2>&1 | tee -a "$log"
+((PIPESTATUS[0] == 0)) || rc=1
 set -e
 echo "arm64: tests ran $(($(date +%s) - built)) s under qemu"
 binaries=$(grep -c '^test result: ok\.' "$log" || true)
