@@ -6,6 +6,7 @@
 # kube-apiserver, etcd (and kubectl if missing) built with Go for scripts/test-kube-real.sh;
 # containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh;
 # binutils, ziglang and cargo-zigbuild for the CUDA probe's old-glibc build (scripts/build-probe.sh).
+# Debian's Rust with the arm64 standard library, the aarch64 cross gcc and qemu for the arm64 stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -74,6 +75,22 @@ fi
 for version in ${TESSERA_KUBE_NODE_VERSION:-v1.37.2}; do
   scripts/kube-real/build.sh "$version" --kubelet
 done
+# ---
+# --- arm64, emulated (scripts/build-arm64.sh, scripts/test-arm64.sh, the image's arm64 half):
+# Debian's Rust with the arm64 standard library (the rustup toolchain stays first on the PATH for
+# x86_64), the cross linker, qemu-user for the test binaries, and qemu-user-static's binfmt_misc
+# entry for the arm64 processes they start and for podman running the arm64 image; libc6:arm64
+# and libgcc-s1:arm64 are the loader and libraries those processes and the arm64 image use.
+arm64_pkgs="rustc-web cargo-web libstd-rust-web-dev:arm64 gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+  qemu-user qemu-user-static binfmt-support libc6:arm64 libgcc-s1:arm64"
+# shellcheck disable=SC2086
+if ! dpkg --print-foreign-architectures | grep -qx arm64 || ! dpkg -s $arm64_pkgs >/dev/null 2>&1; then
+  $sudo_cmd dpkg --add-architecture arm64
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q $arm64_pkgs
+fi
+[ -e /proc/sys/fs/binfmt_misc/register ] || $sudo_cmd mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || $sudo_cmd update-binfmts --enable qemu-aarch64
 # ---
 # --- the CUDA probe that loads in old tenant images (scripts/build-probe.sh): zig
 # links it against glibc 2.17 through cargo-zigbuild, both from PyPI; objdump checks it. The

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the container image (scripts/image.sh) and runs it with podman:
+# Builds the container images (scripts/image.sh --arch amd64,arm64) and runs them with podman:
 #   - its files are the binary (built without the demo), the CUDA probe, exactly the libraries
 #     ldd lists, CA roots and passwd/group, and no fake NVML; OCI labels, user 65534, entrypoint
 #     tessera, tag = the Cargo version; < 30 MB; its CUDA probe needs nothing past glibc 2.17
@@ -10,7 +10,12 @@
 #     answer on a host port bound to 127.0.0.1, the scenario's 9 GPUs are there, "discovered
 #     GPUs" is logged once and the log has no colour codes; SIGTERM stops it with exit code 0;
 #   - without NVML: one line naming the missing library, exit code 1;
-#   - `--demo`: one line saying this build has no demo, exit code 2.
+#   - `--demo`: one line saying this build has no demo, exit code 2;
+#   - the arm64 image (cross-built, scripts/build-arm64.sh): platform linux/arm64, an aarch64
+#     binary, its own libraries, the same entrypoint and user; the manifest list names both
+#     images; run under qemu (binfmt_misc) with the arm64 fake NVML mounted, /readyz and
+#     /metrics answer with the 9 GPUs and SIGTERM ends it with exit code 0.
+#     TESSERA_IMAGE_ARCHES=amd64 leaves the arm64 half out.
 # podman runs with --storage-driver vfs --runtime runc and explicit ulimits (crun fails on
 # hybrid cgroups; runc cannot raise rlimits beyond the host's) and a private storage root, so
 # nothing is left behind. Every step is bounded; containers are removed on any exit.
@@ -28,9 +33,16 @@ p() {
   timeout 60 podman --root "$work/storage" --runroot "$work/run" --storage-driver vfs \
     --runtime runc "$@"
 }
+# The arm64 image in a storage of its own: both images carry the same version.
+pa() {
+  timeout 120 podman --root "$work/storage-arm64" --runroot "$work/run-arm64" --storage-driver vfs \
+    --runtime runc "$@"
+}
 cleanup() {
   p rm -f -t 0 "$name" "$name-nonvml" "$name-nodemo" >/dev/null 2>&1 || true
   p rmi -af >/dev/null 2>&1 || true
+  pa rm -f -t 0 "$name-arm64" >/dev/null 2>&1 || true
+  pa rmi -af >/dev/null 2>&1 || true
   rm -rf "$work" 2>/dev/null || true
   [[ -n ${watchdog:-} ]] && kill "$watchdog" 2>/dev/null || true
 }
@@ -48,7 +60,10 @@ for tool in buildah podman runc curl python3; do
 done
 version=$(python3 -c 'import tomllib; print(tomllib.load(open("Cargo.toml","rb"))["package"]["version"])')
 out=$work/out
-if IMAGE_OUT=$out CARGO_BUILD=${CARGO_BUILD:-1} timeout 600 scripts/image.sh >"$work/build.log" 2>&1; then
+# Both architectures unless TESSERA_IMAGE_ARCHES=amd64: the arm64 image is inspected and run
+# under qemu (binfmt_misc) after the amd64 one.
+arches=${TESSERA_IMAGE_ARCHES:-amd64,arm64}
+if IMAGE_OUT=$out CARGO_BUILD=${CARGO_BUILD:-1} timeout 900 scripts/image.sh --arch "$arches" >"$work/build.log" 2>&1; then
   pass "scripts/image.sh built tessera:$version ($(grep '^size:' "$work/build.log" | cut -d';' -f1))"
 else
   fail "scripts/image.sh"; sed 's/^/      /' "$work/build.log" | tail -20
@@ -60,48 +75,20 @@ p load -q -i "$archive" >/dev/null 2>"$work/load.log" && p tag "$(p images -q | 
   && pass "podman load $archive" || { fail "podman load"; sed 's/^/      /' "$work/load.log"; }
 
 # --- what the image is
-p image inspect "$image" >"$work/inspect.json" 2>/dev/null || echo '[]' >"$work/inspect.json"
-p image save --format oci-dir -o "$work/oci" "$image" >/dev/null 2>&1 || true
-python3 - "$work/inspect.json" "$work/oci" "$out/tessera-$version.libs.txt" "$version" >"$work/inspect.out" 2>&1 <<'EOF' || true
-import json, os, sys, tarfile
-inspect, oci, libs_file, version = sys.argv[1:]
-img = json.load(open(inspect))[0]
-cfg = img["Config"]
-labels = cfg.get("Labels") or {}
-def say(ok, msg): print(("ok    " if ok else "FAIL  ") + msg)
-say(labels.get("org.opencontainers.image.version") == version
-    and labels.get("org.opencontainers.image.source", "").startswith("https://")
-    and labels.get("org.opencontainers.image.licenses") == "Apache-2.0",
-    f"OCI labels version/source/licenses: {version}, {labels.get('org.opencontainers.image.source')}, {labels.get('org.opencontainers.image.licenses')}")
-say(cfg.get("User") == "65534:65534", f"image user {cfg.get('User')} (non-root)")
-say(cfg.get("Entrypoint") == ["/opt/tessera/tessera"] and not cfg.get("Cmd"), f"entrypoint {cfg.get('Entrypoint')}")
-size = img.get("Size", 0)
-say(0 < size < 30 * 1000 * 1000, f"image size {size / 1e6:.1f} MB (< 30 MB)")
-# The files of the single layer, against what they must be.
-index = json.load(open(os.path.join(oci, "index.json")))
-def blob(d): return os.path.join(oci, "blobs", *d.split(":"))
-manifest = json.load(open(blob(index["manifests"][0]["digest"])))
-files = set()
-for layer in manifest["layers"]:
-    with tarfile.open(blob(layer["digest"])) as t:
-        files |= {"/" + m.name.lstrip("./") for m in t.getmembers() if m.isfile()}
-libs = {l if l.startswith("/usr/") else "/usr" + l for l in open(libs_file).read().split()}
-want = {"/opt/tessera/tessera", "/opt/tessera/libtessera_probe.so",
-        "/etc/passwd", "/etc/group",
-        "/etc/ssl/certs/ca-certificates.crt"} | libs
-say(files == want, f"image files = binary, CUDA probe, ldd's {len(libs)} libraries, CA roots, passwd/group"
-    + ("" if files == want else f" (extra {sorted(files - want)}, missing {sorted(want - files)})"))
-# The probe as shipped, for the glibc check below.
-for layer in manifest["layers"]:
-    with tarfile.open(blob(layer["digest"])) as t:
-        for m in t.getmembers():
-            if m.isfile() and m.name.lstrip("./") == "opt/tessera/libtessera_probe.so":
-                with open(os.path.join(oci, "..", "probe.so"), "wb") as f:
-                    f.write(t.extractfile(m).read())
-EOF
-while read -r line; do
-  case $line in ok*) pass "${line#ok    }" ;; FAIL*) fail "${line#FAIL  }" ;; *) echo "      $line" ;; esac
-done <"$work/inspect.out"
+# inspect_image PODMAN IMAGE LIBS ARCH MACHINE: what the image is, from podman and its layer
+# (scripts/lib/image_inspect.py).
+inspect_image() {
+  local pm=$1 img=$2 libs=$3 arch=$4 machine=$5 line
+  "$pm" image inspect "$img" >"$work/inspect.json" 2>/dev/null || echo '[]' >"$work/inspect.json"
+  rm -rf "$work/oci"
+  "$pm" image save --format oci-dir -o "$work/oci" "$img" >/dev/null 2>&1 || true
+  python3 scripts/lib/image_inspect.py "$work/inspect.json" "$work/oci" "$libs" "$version" "$arch" "$machine" \
+    >"$work/inspect.out" 2>&1 || true
+  while read -r line; do
+    case $line in ok*) pass "${line#ok    } ($arch)" ;; FAIL*) fail "${line#FAIL  } ($arch)" ;; *) echo "      $line" ;; esac
+  done <"$work/inspect.out"
+}
+inspect_image p "$image" "$out/tessera-$version.libs.txt" amd64 x86_64
 # The probe loads inside the tenants' images, not this one: it must need nothing past glibc 2.17.
 if [[ -f $work/probe.so ]] && check=$(scripts/build-probe.sh --check "$work/probe.so" 2>&1); then
   pass "the image's CUDA probe: ${check#ok "$work"/probe.so: }"
@@ -164,6 +151,54 @@ set -e
 lines=$(wc -l <"$work/nodemo.err")
 check "--demo: exit code 2 (got $code) and one line (got $lines): $(head -c 160 "$work/nodemo.err")" \
   "[[ $code == 2 && $lines == 1 ]] && grep -q 'this build has no demo' '$work/nodemo.err'"
+
+# --- the arm64 image (Grace Hopper, Grace Blackwell), emulated: inspected like the amd64 one,
+# named with it by the manifest list, and run under qemu against the arm64 fake NVML
+if [[ $arches == *arm64* ]]; then
+  # shellcheck source=lib/arm64.sh
+  . scripts/lib/arm64.sh
+  a_archive=$out/tessera-$version-arm64.oci.tar
+  a_image=localhost/tessera:$version-arm64
+  pa load -q -i "$a_archive" >/dev/null 2>"$work/load-arm64.log" \
+    && pa tag "$(pa images -q | head -n 1)" "$a_image" 2>>"$work/load-arm64.log" \
+    && pass "podman load $a_archive" || { fail "podman load (arm64)"; sed 's/^/      /' "$work/load-arm64.log"; }
+  inspect_image pa "$a_image" "$out/tessera-$version-arm64.libs.txt" arm64 aarch64
+  while read -r line; do
+    case $line in ok*) pass "${line#ok    }" ;; FAIL*) fail "${line#FAIL  }" ;; *) echo "      $line" ;; esac
+  done < <(python3 scripts/lib/image_inspect.py --manifest-list "$out/tessera-$version.multiarch.oci.tar" 2>&1 || true)
+  a_fake=$ARM64_OUT/release/libfake_nvml.so
+  check "arm64 fake NVML $a_fake is an aarch64 library" \
+    "[[ -f '$a_fake' && \$(python3 scripts/lib/elf_machine.py '$a_fake') == aarch64 ]]"
+  check "binfmt_misc hands arm64 executables to qemu" arm64_binfmt_ready
+  a_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+  # Where the NVIDIA container toolkit puts the driver's library on an arm64 Debian/Ubuntu node.
+  a_nvml_at=/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1
+  if pa run -d --name "$name-arm64" "${run_flags[@]}" -v "$a_fake:$a_nvml_at:ro" \
+    -v "$PWD/crates/fake-nvml/scenarios/demo.yaml:/etc/tessera/fake-nvml.yaml:ro" \
+    -e TESSERA_FAKE_NVML_SCENARIO=/etc/tessera/fake-nvml.yaml \
+    -p "127.0.0.1:$a_port:9949" "$a_image" >"$work/run-arm64.log" 2>&1; then
+    pass "podman run (arm64, under qemu) -v $a_fake:$a_nvml_at:ro $a_image"
+  else
+    fail "podman run (arm64) with the arm64 fake NVML mounted"; sed 's/^/      /' "$work/run-arm64.log" | tail -20
+  fi
+  ready=0
+  for ((i = 0; i < 240; i++)); do
+    if curl -fsS --max-time 5 "http://127.0.0.1:$a_port/readyz" >/dev/null 2>&1; then ready=1; break; fi
+    [[ $(pa inspect -f '{{.State.Running}}' "$name-arm64" 2>/dev/null) == true ]] || break
+    sleep 0.5
+  done
+  check "GET /readyz from the host (arm64)" "((ready))"
+  curl -fsS --max-time 10 "http://127.0.0.1:$a_port/metrics" >"$work/metrics-arm64.txt" 2>/dev/null || true
+  gpus=$(grep -c '^gpu_up{' "$work/metrics-arm64.txt" || true)
+  check "GET /metrics from the host (arm64): $gpus GPUs up, build info present" \
+    "[[ $gpus == 9 ]] && grep -q '^tessera_build_info{' '$work/metrics-arm64.txt' && grep -q '^# EOF' '$work/metrics-arm64.txt'"
+  pa stop -t 20 "$name-arm64" >/dev/null 2>&1 || true
+  code=$(pa inspect -f '{{.State.ExitCode}}' "$name-arm64" 2>/dev/null || echo none)
+  pa logs "$name-arm64" >"$work/gpus-arm64.log" 2>&1 || true
+  check "SIGTERM (podman stop) ends the arm64 one with exit code 0 (got $code)" \
+    "[[ $code == 0 ]] && grep -q 'shutting down' '$work/gpus-arm64.log'"
+  [[ $failed == 0 ]] || sed 's/^/      /' "$work/gpus-arm64.log" | tail -20
+fi
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -75,6 +75,8 @@ computing() {
   # The probe across PID namespaces with the policy's mounts, one tenant another user (root).
   stage --needs cargo-test --expect '^test_probe_namespaces: [0-9]+ passed, 0 failed$' probe-namespaces \
     scripts/test-probe-namespaces.sh
+  # arm64, emulated: unit, golden and DCGM tests built for aarch64 and run under qemu-user.
+  stage --expect '^test_arm64: [0-9]+ passed, 0 failed$' arm64 scripts/test-arm64.sh
   stage "${R[@]}" --expect '^[0-9]+ passed, 0 failed$' image scripts/test-image.sh
   # Counts cycles, not seconds: a busy neighbour makes it longer, not different.
   stage "${R[@]}" --expect '^1 passed, 0 failed$' soak scripts/soak.sh

@@ -370,12 +370,14 @@ fn without_an_api_server_pods_are_named_from_the_kubelet() {
     let c = Cluster::new();
     let _kubelet = c.kubelet();
     let e = c.exporter(&["--kube.enabled=false"]);
-    let m = e.wait_for_series("gpu_container_memory_used_bytes{");
-    let m = if m.contains(r#"pod="ts-a-0""#) {
-        m
-    } else {
-        e.settle()
-    };
+    e.wait_for_series("gpu_container_memory_used_bytes{");
+    // The kubelet's list joins on its own poll, a sample or more after the first container
+    // series (several under emulation): wait for the pod, not for a number of samples.
+    let mut m = String::new();
+    e.wait_until("ts-a-0 named from the kubelet", |e| {
+        m = e.metrics();
+        m.contains(r#"pod="ts-a-0""#)
+    });
     assert!(
         m.contains(
             r#"namespace="team-a",pod="ts-a-0",container="main",workload_kind="",workload="""#

@@ -100,6 +100,12 @@ def ds_parts(objs):
     return ds, spec, spec["containers"][0]
 
 
+def arch_pinned(spec):
+    """Whether a pod spec's node selection names the node architecture label."""
+    text = repr({k: spec.get(k) for k in ("nodeSelector", "affinity")})
+    return "kubernetes.io/arch" in text
+
+
 def by_name(items):
     return {i["name"]: i for i in items or []}
 
@@ -240,6 +246,12 @@ def main():
         validate_builtin(c, docs, f"render ({tag})")
 
     base, dra = load(a.base), load(a.dra)
+    # Grace Hopper and Grace Blackwell nodes are arm64: one DaemonSet serves a mixed-arch cluster
+    # through the image's manifest list, so no render and no overlay may pin its pods to one.
+    pinned = [tag for tag, objs in list(renders.items()) + [("kustomize base", base), ("kustomize DRA overlay", dra)]
+              if arch_pinned(ds_parts(objs)[1])]
+    c.check(not pinned, f"no kubernetes.io/arch pin in {len(renders)} renders and the kustomize base and DRA overlay"
+            + (f" (pinned: {pinned})" if pinned else ""))
     if "default values" in renders:
         objs = renders["default values"]
         agree(c, objs, base, "default render vs kustomize base")

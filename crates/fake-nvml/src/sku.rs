@@ -53,6 +53,10 @@ pub struct Sku {
     pub video_clock_idle_mhz: u32,
     pub video_clock_max_mhz: u32,
     pub mig_profiles: &'static [MigProfile],
+    /// Power of the rest of a superchip module (the Grace CPU, its LPDDR5X, the C2C link) that
+    /// the module-scoped energy counter counts and the GPU's power reading leaves out; 0 for a
+    /// discrete GPU, whose counter and power reading have the same scope.
+    pub module_other_power_w: f64,
 }
 
 impl Sku {
@@ -278,7 +282,7 @@ static A100_40_PROFILES: [MigProfile; 7] = [
     profile("7g.40gb", P7, 0, 7, 8, 1, 98, 40192, [7, 5, 0, 1, 1], START),
 ];
 
-pub static SKUS: [Sku; 3] = [
+pub static SKUS: [Sku; 4] = [
     Sku {
         key: "h100-80gb-hbm3",
         name: "NVIDIA H100 80GB HBM3",
@@ -297,6 +301,7 @@ pub static SKUS: [Sku; 3] = [
         video_clock_idle_mhz: 765,
         video_clock_max_mhz: 1545,
         mig_profiles: &H100_PROFILES,
+        module_other_power_w: 0.0,
     },
     Sku {
         key: "a100-sxm4-80gb",
@@ -316,6 +321,7 @@ pub static SKUS: [Sku; 3] = [
         video_clock_idle_mhz: 585,
         video_clock_max_mhz: 1290,
         mig_profiles: &A100_80_PROFILES,
+        module_other_power_w: 0.0,
     },
     Sku {
         key: "a100-sxm4-40gb",
@@ -335,6 +341,33 @@ pub static SKUS: [Sku; 3] = [
         video_clock_idle_mhz: 585,
         video_clock_max_mhz: 1290,
         mig_profiles: &A100_40_PROFILES,
+        module_other_power_w: 0.0,
+    },
+    // A Grace Hopper module as NVML shows its GPU: the H100 with 96 GB of HBM3 (MIG user guide,
+    // "H100 on GH200", 7 instances). What differs for tessera is the energy counter's scope:
+    // nvmlDeviceGetTotalEnergyConsumption counts the whole module, CPU and memory included,
+    // while nvmlDeviceGetPowerUsage reads the GPU (docs/compatibility.md). The PCI device id is
+    // GH100's for GH200 in the PCI ID database; the other figures are stand-ins, not readings of
+    // a GH200 (none was lent), and MIG is not modelled on it.
+    Sku {
+        key: "gh200-96gb-hbm3",
+        name: "NVIDIA GH200 480GB",
+        memory_total_mib: 97871,
+        memory_reserved_mib: 480,
+        power_limit_w: 900,
+        idle_power_w: 90.0,
+        idle_temp_c: 36.0,
+        sms: 132,
+        gpm: true,
+        pci_device_id: 0x2342_10DE,
+        pci_subsystem_id: 0x16EB_10DE,
+        sm_clock_max_mhz: 1980,
+        sm_clock_idle_mhz: 345,
+        mem_clock_mhz: 2619,
+        video_clock_idle_mhz: 765,
+        video_clock_max_mhz: 1545,
+        mig_profiles: &[],
+        module_other_power_w: 120.0,
     },
 ];
 

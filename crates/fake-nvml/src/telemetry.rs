@@ -66,7 +66,8 @@ pub unsafe extern "C" fn nvmlDeviceGetEnforcedPowerLimit(
 
 /// Millijoules since "driver load": the scenario's start value plus the
 /// phases' power integrated over wall-clock time since init, so the counter
-/// only ever grows and its rate matches the reported power.
+/// only ever grows and its rate matches the reported power. On a superchip
+/// module the counter is the module's: the rest of the module's power is in it.
 ///
 /// # Safety
 /// `energy` must be null or writable.
@@ -83,9 +84,10 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEnergyConsumption(
             let g = gpu.index;
             let world = &ctx.world;
             // W × ms = mJ.
+            let other = gpu.sku.module_other_power_w;
             let mj = world
                 .timeline
-                .integrate(0.0, ctx.t_ms, &|p| world.phase(p).gpus[g].power_w);
+                .integrate(0.0, ctx.t_ms, &|p| world.phase(p).gpus[g].power_w + other);
             *out(energy)? = gpu.energy_start_mj + mj.max(0.0) as u64;
             Ok(())
         },

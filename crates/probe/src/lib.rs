@@ -143,6 +143,8 @@ fn cupti_candidates() -> Vec<PathBuf> {
         "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
         "/usr/local/cuda/lib64/libcupti.so",
         "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so",
+        // arm64 servers (Grace Hopper, Grace Blackwell): CUDA's target directory is sbsa-linux.
+        "/usr/local/cuda/targets/sbsa-linux/lib/libcupti.so",
     ] {
         c.push(PathBuf::from(name));
     }
