@@ -138,7 +138,7 @@ def build(end, days, step):
                   mem=lambda t: 5 * GIB, idle=lambda t: 0, unknown=lambda t: 1)
     # MIG: a 3g.40gb instance held by a small OCR service, a 1g unheld.
     g = gpu("n2", 3, "mig")
-    series.append(Series("gpu_mig_slices_total", "gauge", g, lambda t: 7, 2))
+    series.append(Series("gpu_mig_slices", "gauge", g, lambda t: 7, 2))
     for mig, gi, prof, sl, act in (("MIG-ocr", "2", "3g.40gb", 3, "ocr"), ("MIG-free", "9", "1g.10gb", 1, None)):
         m = {**g, "sharing_mode": "mig" if act else "unallocated", "mig_uuid": mig,
              "gpu_instance_id": gi, "profile": prof}

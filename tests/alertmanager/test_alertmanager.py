@@ -82,7 +82,7 @@ def exposition(gpu_b_allocated=True):
     lines.append(f'gpu_xid_errors_total{{{gpu("gpu-a", 1)},xid="94"}} 2')
     for i in (2, 4):
         g = gpu("gpu-a", i, "mig")
-        lines += [f"gpu_mig_slices_total{{{g}}} 7", f"gpu_mig_slices_used{{{g}}} 3"]
+        lines += [f"gpu_mig_slices{{{g}}} 7", f"gpu_mig_slices_used{{{g}}} 3"]
     return ("\n".join(lines) + "\n").encode()
 
 

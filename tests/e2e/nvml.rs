@@ -7,7 +7,7 @@ fn mig_layout() {
     let e = Exporter::builder(scenario("mig.yaml")).start();
     // GPM needs two samples before per-instance activity exists.
     let m = e.wait_for_series("gpu_mig_instance_sm_activity_ratio{");
-    assert_eq!(value(&m, "gpu_mig_slices_total{"), Some(7.0));
+    assert_eq!(value(&m, "gpu_mig_slices{"), Some(7.0));
     assert_eq!(
         value(&m, "gpu_mig_slices_used{"),
         Some(6.0),

@@ -56,3 +56,13 @@ fn names_follow_the_demo_fleet() {
     assert_eq!(node_name(112), "fleet-2-gpu-00112");
     assert_eq!(cluster(49), "fleet-0");
 }
+
+#[test]
+fn a_capture_from_before_a_rename_serves_the_current_name() {
+    let caps = [
+        capture("# TYPE gpu_mig_slices_total gauge\ngpu_mig_slices_total{gpu=\"0\"} 7\n"),
+        capture("# TYPE gpu_mig_slices_total gauge\ngpu_mig_slices_total{gpu=\"0\"} 7\n"),
+    ];
+    let t = Template::from_captures(&caps).unwrap();
+    assert_eq!(t.series[0].name, "gpu_mig_slices");
+}

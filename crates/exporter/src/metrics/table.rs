@@ -280,7 +280,7 @@ families! {
         "1 when a row remapping failed: the GPU should be taken out of service.";
     GPU_PCIE_REPLAYS = "gpu_pcie_replays", Counter, GPU_LABELS,
         "PCIe replays since the driver loaded.";
-    GPU_MIG_SLICES_TOTAL = "gpu_mig_slices_total", Gauge, GPU_LABELS,
+    GPU_MIG_SLICES = "gpu_mig_slices", Gauge, GPU_LABELS,
         "Compute slices a MIG-enabled GPU offers.";
     GPU_MIG_SLICES_USED = "gpu_mig_slices_used", Gauge, GPU_LABELS,
         "Compute slices taken by MIG instances; the rest is unpartitioned.";

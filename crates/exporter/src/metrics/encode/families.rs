@@ -138,10 +138,7 @@ pub(super) fn gpu_families(out: &mut Families, node: &str, driver: &str, g: &Gpu
         &table::GPU_ROW_REMAP_FAILURE,
         s.remapped_rows.map(|r| flag(r.failed)),
     );
-    opt(
-        &table::GPU_MIG_SLICES_TOTAL,
-        s.mig_slices_total.map(f64::from),
-    );
+    opt(&table::GPU_MIG_SLICES, s.mig_slices_total.map(f64::from));
     if s.mig_slices_total.is_some() {
         opt(
             &table::GPU_MIG_SLICES_USED,
