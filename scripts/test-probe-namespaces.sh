@@ -35,7 +35,9 @@ for tool in unshare setpriv python3 /usr/bin/python3; do
   command -v "$tool" >/dev/null || { fail "$tool is missing"; finish; }
 done
 if [[ ! -f target/debug/tessera || ! -f target/debug/examples/fake_cluster || ! -f target/debug/libfake_nvml.so ]]; then
-  cargo build -q -p tessera -p fake-nvml --example fake_cluster || { fail "cargo build"; finish; }
+  # Two runs: with --example, cargo builds only the example, not fake-nvml's library itself.
+  { cargo build -q -p tessera -p fake-nvml && cargo build -q -p tessera --example fake_cluster; } \
+    || { fail "cargo build"; finish; }
 fi
 if [[ ! -f target/probe/libtessera_probe.so || ! -f target/probe/libfake_cupti.so ]]; then
   scripts/build-probe.sh >/dev/null || { fail "scripts/build-probe.sh"; finish; }

@@ -1,14 +1,14 @@
 #!/bin/bash
 # On a GPU host: the CUDA probe inside containers, and what CUDA does with an injection
 # library that cannot load. One device call of about 5 minutes on one GPU. From the repo root:
-#   cargo build --release -p tessera --example fake_cluster && bash lab/device/containers/build.sh   # here
+#   cargo build --release -p tessera && cargo build --release -p tessera --example fake_cluster && bash lab/device/containers/build.sh   # here
 #   OUT=$OUT bash lab/device/containers/run.sh                                                       # there
 #   carry: target/release/tessera target/release/examples/fake_cluster target/probe target/ctr-inject
 # Writes to $OUT (6 files): host.txt (what the host allows: systemd, cgroup v2 and delegation,
 # namespaces, runc, overlayfs), inject.md (inject.py's table), summary.md (summary.py's table),
 # phases.jsonl, reads.jsonl, logs.tgz (driver, tessera, tenants).
 # DRY=1: the plumbing without a GPU, here, as root (the fake NVML, the stand-in CUPTI, tenants
-# that sleep): cargo build -p tessera -p fake-nvml -p fake-cupti --example fake_cluster, then
+# that sleep): cargo build -p tessera -p fake-nvml -p fake-cupti && cargo build -p tessera --example fake_cluster, then
 #   DRY=1 OUT=/tmp/ctr-dry TESSERA=target/debug/tessera FAKE_CLUSTER=target/debug/examples/fake_cluster \
 #     bash lab/device/containers/run.sh
 # CTR_PHASES (time-sliced,mps), CTR_INJECT=0 (skip inject.py), CTR_PLANT (socket-0600, no-env: a
