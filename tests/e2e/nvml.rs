@@ -129,6 +129,45 @@ fn a_lost_gpu_reports_down_and_the_others_keep_going() {
 }
 
 #[test]
+fn a_gpu_lost_before_discovery_reads_down_and_the_others_are_not_restarted() {
+    for isolation in ["thread", "process"] {
+        lost_before_discovery(isolation);
+    }
+}
+
+fn lost_before_discovery(isolation: &str) {
+    let e =
+        Exporter::builder(crate::support::workspace().join("tests/scenarios/lost-at-start.yaml"))
+            .arg(format!("--nvml.isolation={isolation}"))
+            .start();
+    let m = e.wait_for_series(r#"gpu_down_reason{node="test-node",gpu="1""#);
+    assert_eq!(
+        value(&m, r#"gpu_up{node="test-node",gpu="1""#),
+        Some(0.0),
+        "{m}"
+    );
+    assert!(m.contains(r#"reason="nvml_no_handle"} 1"#), "{m}");
+    assert_eq!(value(&m, r#"gpu_up{node="test-node",gpu="0""#), Some(1.0));
+    assert!(m.contains(r#"gpu_process_memory_used_bytes{node="test-node",gpu="0""#));
+    // Several samples later GPU 0 is still sampled by the worker discovery started: discovery
+    // ran once, not once a sample.
+    let t0 = value(&m, "tessera_last_sample_timestamp_seconds{").unwrap_or(0.0);
+    e.wait_until("three newer samples", |e| {
+        value(&e.metrics(), "tessera_last_sample_timestamp_seconds{").unwrap_or(0.0) > t0 + 2.5
+    });
+    let log = e.stop();
+    let discoveries = log.matches("discovered GPUs").count();
+    assert!(
+        discoveries <= 2,
+        "{isolation}: discovery ran once per sampler, not once a sample:\n{log}"
+    );
+    assert!(
+        log.contains("unreachable"),
+        "{isolation}: the log names the GPU without a handle:\n{log}"
+    );
+}
+
+#[test]
 fn a_failing_call_marks_the_collector_and_serving_continues() {
     let e = Exporter::builder(scenario("call-fails.yaml")).start();
     let m = e.wait_for_series(r#"tessera_nvml_errors_total{node="test-node",call="power_usage"}"#);

@@ -193,11 +193,13 @@ families! {
         "1 while NVML answers for the GPU; 0 when it is lost or failing.";
     GPU_DOWN_REASON = "gpu_down_reason", Gauge, &[NODE, GPU, UUID, SHARING_MODE, REASON],
         "Present, at 1, while the GPU is down for a reason tessera knows (NVML worker died, \
-         restarting, or timed out).",
+         restarting, timed out, or no handle).",
         doc = "Present, at 1, while the GPU is down for a reason tessera knows: nvml_worker_died \
              (the NVML worker process sampling it died; a new one is starting), \
-             nvml_worker_starting (restarting with backoff after repeated deaths) or nvml_timeout \
-             (its NVML calls missed --nvml.timeout).";
+             nvml_worker_starting (restarting with backoff after repeated deaths), nvml_timeout \
+             (its NVML calls missed --nvml.timeout) or nvml_no_handle (NVML counts the GPU but \
+             gives no handle to it, as for a GPU lost before tessera started: its uuid is \
+             unknown, and the handle is asked for again every 10 s).";
     GPU_MEMORY_TOTAL = "gpu_memory_total_bytes", Gauge, GPU_LABELS,
         "Framebuffer memory installed.";
     GPU_MEMORY_USED = "gpu_memory_used_bytes", Gauge, GPU_LABELS,

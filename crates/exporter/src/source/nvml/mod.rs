@@ -17,7 +17,7 @@ mod relay;
 mod utilization;
 mod worker;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -163,8 +163,20 @@ struct Threads {
     /// GPUs sampled elsewhere (by a worker of their own), by index.
     except: BTreeSet<u32>,
     device_count: Option<u32>,
+    /// The device count the workers were started for: discovery starts over only when NVML
+    /// reports another.
+    discovered_for: Option<u32>,
+    /// GPUs NVML counts but gives no handle to (lost before discovery, or never up), by index,
+    /// with when their handle was last asked for: reported down, and asked again now and then
+    /// without restarting the other GPUs' workers.
+    unreachable: BTreeMap<u32, Instant>,
     timeouts: u64,
 }
+
+/// How often a GPU without a handle is asked for one again.
+const UNREACHABLE_RETRY: Duration = Duration::from_secs(10);
+/// Why a GPU that NVML counts is down when it never gave a handle.
+pub const DOWN_NO_HANDLE: &str = "nvml_no_handle";
 
 /// Where the source's NVML calls are made.
 enum Backend {
@@ -210,6 +222,8 @@ impl NvmlSource {
                 gpus: Vec::new(),
                 except,
                 device_count: None,
+                discovered_for: None,
+                unreachable: BTreeMap::new(),
                 timeouts: 0,
             })),
             opts,
@@ -298,36 +312,76 @@ impl Threads {
         let Some(count) = self.device_count else {
             return;
         };
-        let ours: Vec<u32> = (0..count).filter(|i| !self.except.contains(i)).collect();
-        if ours.len() == self.gpus.len() {
+        if self.discovered_for == Some(count) {
+            self.retry_unreachable(opts);
             return;
         }
-        tracing::info!(gpus = count, "discovered GPUs");
-        let mut gpus = Vec::with_capacity(ours.len());
+        let ours: Vec<u32> = (0..count).filter(|i| !self.except.contains(i)).collect();
+        // Dropping the old workers closes their channels; each thread ends after its call.
+        self.gpus = Vec::with_capacity(ours.len());
+        self.unreachable.clear();
         for index in ours {
-            let key = format!("index:{index}");
-            let Some(handle) = self
-                .ledger
-                .call(&key, "device_by_index", || nvml.device_by_index(index))
-                .ok()
-            else {
-                continue;
-            };
-            let identity = device::identity(&mut self.ledger, &key, index, &handle);
-            let key = if identity.uuid.is_empty() {
-                key
-            } else {
-                identity.uuid.clone()
-            };
-            match GpuWorker::spawn(nvml, handle, identity, key, opts.clone()) {
-                Ok(w) => gpus.push(w),
-                Err(e) => {
-                    tracing::error!(gpu = index, error = %e, "cannot start the GPU's sampling thread")
-                }
+            if let Some(w) = self.start_worker(index, opts) {
+                self.gpus.push(w);
             }
         }
-        // Dropping the old workers closes their channels; each thread ends after its call.
-        self.gpus = gpus;
+        self.discovered_for = Some(count);
+        let unreachable: Vec<u32> = self.unreachable.keys().copied().collect();
+        if unreachable.is_empty() {
+            tracing::info!(gpus = count, "discovered GPUs");
+        } else {
+            tracing::warn!(
+                gpus = count,
+                ?unreachable,
+                "discovered GPUs; NVML gives no handle to some, reported down"
+            );
+        }
+    }
+
+    /// Asks again for the handles NVML refused, each at most every [`UNREACHABLE_RETRY`].
+    fn retry_unreachable(&mut self, opts: &NvmlOptions) {
+        let due: Vec<u32> = self
+            .unreachable
+            .iter()
+            .filter(|(_, asked)| asked.elapsed() >= UNREACHABLE_RETRY)
+            .map(|(i, _)| *i)
+            .collect();
+        for index in due {
+            if let Some(w) = self.start_worker(index, opts) {
+                self.unreachable.remove(&index);
+                tracing::info!(gpu = index, "GPU gives a handle now; sampling it");
+                self.gpus.push(w);
+                self.gpus.sort_by_key(|w| w.identity.index);
+            }
+        }
+    }
+
+    /// The GPU's sampling thread, or `None` (and the GPU marked unreachable) without a handle.
+    fn start_worker(&mut self, index: u32, opts: &NvmlOptions) -> Option<GpuWorker> {
+        let nvml = self.nvml;
+        let key = format!("index:{index}");
+        let Some(handle) = self
+            .ledger
+            .call(&key, "device_by_index", || nvml.device_by_index(index))
+            .ok()
+        else {
+            self.unreachable.insert(index, Instant::now());
+            return None;
+        };
+        let identity = device::identity(&mut self.ledger, &key, index, &handle);
+        let key = if identity.uuid.is_empty() {
+            key
+        } else {
+            identity.uuid.clone()
+        };
+        match GpuWorker::spawn(nvml, handle, identity, key, opts.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::error!(gpu = index, error = %e, "cannot start the GPU's sampling thread");
+                self.unreachable.insert(index, Instant::now());
+                None
+            }
+        }
     }
 
     fn sample(&mut self, opts: &NvmlOptions, slow_due: bool) -> NvmlSample {
@@ -356,6 +410,15 @@ impl Threads {
                 s.xid_watched = true;
             }
             gpus.push(s);
+        }
+        if !self.unreachable.is_empty() {
+            gpus.extend(self.unreachable.keys().map(|&index| GpuSample {
+                index,
+                up: false,
+                down_reason: Some(DOWN_NO_HANDLE.into()),
+                ..Default::default()
+            }));
+            gpus.sort_by_key(|s| s.index);
         }
         let mut errors = self.ledger.errors().clone();
         let mut costs = self.ledger.costs().clone();
