@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# tessera's tests on arm64, emulated: built for aarch64-unknown-linux-gnu (scripts/lib/arm64.sh)
+# tessera on arm64, emulated: the release artefacts the arm64 image ships (scripts/build-arm64.sh)
+# and the tests, built for aarch64-unknown-linux-gnu (scripts/lib/arm64.sh) in the release profile
 # and run under qemu-user on this x86_64 machine:
 #   - the exporter's unit tests (tessera-exporter --lib) and the CUDA probe's (tessera-probe --lib),
 #   - the end-to-end tests that drive the arm64 binary against the arm64 fake NVML: the golden
-#     expositions (e2e's nvml:: and attribution::) and the DCGM surface (dcgm_compat::), less the
-#     six whose scenarios move on the fake's clock faster than emulation starts (listed below),
-#   - the expositions those tests compare with tests/golden/*.txt, written out as compared, and
+#     expositions (e2e's nvml:: and attribution::) and the DCGM surface (dcgm_compat::), less
+#     three whose figures follow the fake NVML's clock (listed below),
+#   - every exposition those tests compare with tests/golden/*.txt, written out as compared, and
 #     checked byte for byte against the same files the x86_64 tests use.
-# The test binaries run through the runner in .cargo/config.toml; tessera and the NVML workers
-# it starts are arm64 processes started by arm64 processes, which the kernel hands to qemu
-# through binfmt_misc (qemu-user-static). One cargo run builds; the unit tests, then e2e's topics run.
-# Last line: "test_arm64: N passed, M failed" (cargo's test binaries, then the golden check).
+# The test binaries run directly: the kernel hands them, and the arm64 tessera and NVML workers
+# they start, to qemu through binfmt_misc (qemu-user-static). The image stage after this one
+# finds the arm64 artefacts built.
+# Last line: "test_arm64: N passed, M failed" (the test binaries, then the golden check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/arm64.sh
@@ -23,27 +24,32 @@ if ! arm64_binfmt_ready; then
   echo "test-arm64.sh: no enabled binfmt_misc entry qemu-aarch64 (scripts/install-test-deps.sh sets it up)" >&2
   failed=1; finish; exit 1
 fi
-units=(--target "$ARM64_TRIPLE" -p tessera-exporter -p tessera-probe --lib)
-e2e=(--target "$ARM64_TRIPLE" -p tessera --test e2e)
+# One release build of every test binary (the release profile's dependencies are those
+# scripts/build-arm64.sh compiled for the image's binary, so only the test-only crates and the
+# workspace's own compile again); the binaries then run one by one, each through qemu. Optimized
+# code under emulation reaches its first sample within the fake NVML's first scenario phase, so
+# the scenarios that change the GPUs within a second of nvmlInit (a hung call, a MIG
+# re-partition, an XID) run here too.
+packages=(-p tessera-exporter -p tessera-probe -p tessera)
 # The e2e binary's topics run here: golden expositions and attribution, and the DCGM surface.
 topics=(nvml:: attribution:: dcgm_compat::)
-# Left out under emulation, with the golden file each would compare: their scenarios change the
-# GPUs on the fake NVML's clock within the first second after nvmlInit (a GPU lost at 300 ms, a
-# call that hangs, a MIG re-partition, processes that leave), and an emulated debug build reaches
-# its first discovery or sample only after that, so the test sees another sequence of events
-# than it was written for. They run natively in the cargo-test stage.
+# Left out under emulation, with the golden file each would compare: their figures follow the
+# fake NVML's clock, so an emulated exporter beside a busy neighbour reads other values than the
+# file's (one run of three each): the first per-process read falls after the scenario's first
+# phase; the lost GPU's failed calls are counted over fewer samples, and where the exporter
+# starts after the GPU is lost (300 ms in) neither its UUID nor its XID can be known; the
+# churn's temperatures are read at a later instant of the fake's curve. They run natively in
+# the cargo-test stage.
 skipped=(
+  process_utilization_is_read_on_its_own_cadence=
   a_lost_gpu_reports_down_and_the_others_keep_going=gpu-lost
   a_lost_gpu_shows_its_last_xid_and_the_other_gpu_none=
-  a_hung_call_isolates_its_gpu_and_serving_goes_on=
-  a_live_mig_repartition_leaves_no_stale_series=mig-repartitioned
   processes_that_leave_take_their_series_with_them=churn-after
-  process_utilization_is_read_on_its_own_cadence=
 )
-skip_args=()
+skips=()
 not_run=" "
 for s in "${skipped[@]}"; do
-  skip_args+=(--skip "${s%%=*}")
+  skips+=(--skip "${s%%=*}")
   [[ -z ${s#*=} ]] || not_run+="${s#*=}.txt "
 done
 goldens=$(mktemp -d "${TMPDIR:-/tmp}/tessera-arm64-golden.XXXXXX")
@@ -54,17 +60,44 @@ if [[ -n ${TESSERA_ARM64_COMPARE:-} ]]; then
   cp "$TESSERA_ARM64_COMPARE"/*.txt "$goldens/"
 else
 start=$(date +%s)
-arm64_cargo test --locked --no-run "${units[@]}" --test e2e -p tessera
+scripts/build-arm64.sh
+shipped=$(date +%s)
+arm64_cargo test --release --locked --no-run --message-format=json --target "$ARM64_TRIPLE" \
+  "${packages[@]}" --lib --test e2e >"$goldens/build.json"
 built=$(date +%s)
-echo "arm64: test build $((built - start)) s"
+echo "arm64: release build $((shipped - start)) s, test build $((built - shipped)) s"
+# path KIND NAME: the test executable cargo built for that target.
+executable() {
+  python3 - "$goldens/build.json" "$1" "$2" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    t = m.get("target", {})
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m.get("profile", {}).get("test") \
+            and t.get("name") == sys.argv[3] \
+            and (sys.argv[2] in t.get("kind", []) or sys.argv[2] == "lib" and "rlib" in t.get("kind", [])):
+        print(m["executable"])
+PY
+}
 set +e
 # Never rewrite the golden files from an emulated run.
 unset TESSERA_UPDATE_GOLDEN
-arm64_cargo test --locked --no-fail-fast "${units[@]}" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-TESSERA_GOLDEN_OUT="$goldens" arm64_cargo test --locked --no-fail-fast "${e2e[@]}" -- "${topics[@]}" \
-  "${skip_args[@]}" 2>&1 | tee -a "$log"
-((PIPESTATUS[0] == 0)) || rc=1
+rc=0
+for unit in tessera_exporter tessera_probe; do
+  bin=$(executable lib "$unit")
+  [[ -n $bin ]] || { echo "arm64: no unit-test binary for $unit" | tee -a "$log"; rc=1; continue; }
+  echo "arm64: $unit's unit tests ($(python3 scripts/lib/elf_machine.py "$bin"))"
+  "$bin" 2>&1 | tee -a "$log"
+  ((PIPESTATUS[0] == 0)) || rc=1
+done
+e2e=$(executable test e2e)
+if [[ -n $e2e ]]; then
+  echo "arm64: e2e ${topics[*]} ($(python3 scripts/lib/elf_machine.py "$e2e"))"
+  TESSERA_GOLDEN_OUT="$goldens" "$e2e" "${topics[@]}" "${skips[@]}" 2>&1 | tee -a "$log"
+  ((PIPESTATUS[0] == 0)) || rc=1
+else
+  echo "arm64: no e2e test binary" | tee -a "$log"; rc=1
+fi
 set -e
 echo "arm64: tests ran $(($(date +%s) - built)) s under qemu"
 binaries=$(grep -c '^test result: ok\.' "$log" || true)
@@ -98,7 +131,7 @@ for f in tests/golden/*.txt; do
     { diff <(sed 's/ [^ ]*$//' "$f") <(sed 's/ [^ ]*$//' "$got") || true; } | head -20 | sed 's/^/      /'
   fi
 done
-echo "      not run under emulation (scenario clock, above):$not_run"
+echo "      not run under emulation (the fake's clock, above):$not_run"
 if ((series_same == want)); then
   passed=$((passed + 1))
   echo "ok    golden: $want of $want expositions have the golden files' series byte for byte, $same of them every value too (x86_64's files)"

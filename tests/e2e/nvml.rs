@@ -95,7 +95,10 @@ fn time_sliced_processes_get_no_made_up_share() {
     // them (as the H100 does), so tessera withholds both shares and shows the utilization as
     // unattributed instead of publishing the inverted split.
     let e = Exporter::builder(scenario("timesliced.yaml")).start();
-    let m = e.wait_for_series("gpu_unattributed_utilization_ratio{");
+    e.wait_for_series("gpu_unattributed_utilization_ratio{");
+    // Past GPM's first pair of samples: the golden file is the steady exposition, whichever
+    // sample the first scrape caught.
+    let m = e.settle();
     assert!(
         !m.lines()
             .any(|l| l.starts_with("gpu_process_sm_utilization_ratio{")),
@@ -199,7 +202,10 @@ fn a_failing_call_marks_the_collector_and_serving_continues() {
         .unwrap_or(0.0)
             > before
     });
-    let mut stable = m
+    // The golden file is the steady exposition (GPM's pairs of samples in), whichever sample
+    // the first scrape caught.
+    let settled = e.settle();
+    let mut stable = settled
         .lines()
         .filter(|l| !l.starts_with("tessera_nvml_errors_total"))
         .collect::<Vec<_>>()
