@@ -88,7 +88,7 @@ if ((arm64)); then
     scripts/build-arm64.sh >/dev/null
   fi
   arm64_bin=$ARM64_OUT/release/tessera
-  arm64_probe=$ARM64_OUT/release/libtessera_probe.so
+  arm64_probe=$ARM64_TARGET_DIR/probe/libtessera_probe.so
   for f in "$arm64_bin" "$arm64_probe"; do
     [[ -f $f ]] || { echo "image.sh: $f is missing (scripts/build-arm64.sh)" >&2; exit 1; }
   done

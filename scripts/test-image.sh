@@ -12,7 +12,8 @@
 #   - without NVML: one line naming the missing library, exit code 1;
 #   - `--demo`: one line saying this build has no demo, exit code 2;
 #   - the arm64 image (cross-built, scripts/build-arm64.sh): platform linux/arm64, an aarch64
-#     binary, its own libraries, the same entrypoint and user; the manifest list names both
+#     binary, its own libraries, the same entrypoint and user, an aarch64 CUDA probe that needs
+#     nothing past glibc 2.17 either; the manifest list names both
 #     images; run under qemu (binfmt_misc) with the arm64 fake NVML mounted, /readyz and
 #     /metrics answer with the 9 GPUs and SIGTERM ends it with exit code 0.
 #     TESSERA_IMAGE_ARCHES=amd64 leaves the arm64 half out.
@@ -164,7 +165,14 @@ if [[ $arches == *arm64* ]]; then
   pa load -q -i "$a_archive" >/dev/null 2>"$work/load-arm64.log" \
     && pa tag "$(pa images -q | head -n 1)" "$a_image" 2>>"$work/load-arm64.log" \
     && pass "podman load $a_archive" || { fail "podman load (arm64)"; sed 's/^/      /' "$work/load-arm64.log"; }
+  rm -f "$work/probe.so"
   inspect_image pa "$a_image" "$out/tessera-$version-arm64.libs.txt" arm64 aarch64
+  if [[ -f $work/probe.so ]] && check=$(scripts/build-probe.sh --check "$work/probe.so" 2>&1) \
+    && [[ $(python3 scripts/lib/elf_machine.py "$work/probe.so") == aarch64 ]]; then
+    pass "the arm64 image's CUDA probe: aarch64, ${check#ok "$work"/probe.so: }"
+  else
+    fail "the arm64 image's CUDA probe: $(head -n 1 <<<"${check:-not found in the image}")"
+  fi
   while read -r line; do
     case $line in ok*) pass "${line#ok    }" ;; FAIL*) fail "${line#FAIL  }" ;; *) echo "      $line" ;; esac
   done < <(python3 scripts/lib/image_inspect.py --manifest-list "$out/tessera-$version.multiarch.oci.tar" 2>&1 || true)

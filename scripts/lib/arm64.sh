@@ -38,7 +38,15 @@ arm64_binfmt_ready() {
 }
 
 arm64_cargo() {
-  # The rustup toolchain's variables would send Debian's cargo to the wrong compiler.
-  env -u RUSTUP_TOOLCHAIN -u CARGO -u RUSTC_WRAPPER RUSTC="$ARM64_RUSTC" RUSTDOC="${ARM64_RUSTC%rustc}rustdoc" \
-    CARGO_TARGET_DIR="$ARM64_TARGET_DIR" "$ARM64_CARGO" "$@"
+  arm64_cargo_in "$ARM64_TARGET_DIR" "$@"
+}
+
+# arm64_cargo_in DIR ARGS...: Debian's cargo with DIR as target dir.
+arm64_cargo_in() {
+  local dir=$1
+  shift
+  # The rustup toolchain's variables would send Debian's cargo to the wrong compiler; CARGO
+  # names Debian's for a cargo subcommand (cargo-zigbuild) to call back.
+  env -u RUSTUP_TOOLCHAIN -u RUSTC_WRAPPER CARGO="$ARM64_CARGO" RUSTC="$ARM64_RUSTC" \
+    RUSTDOC="${ARM64_RUSTC%rustc}rustdoc" CARGO_TARGET_DIR="$dir" "$ARM64_CARGO" "$@"
 }
