@@ -7,7 +7,7 @@
 # series one set records and the other does not).
 #
 #   scripts/fleet/ab.sh --a DIR --b DIR [--nodes 56] [--history-hours 2] [--seconds 600]
-#       [--eval 15] [--out FILE.json]
+#       [--eval 15] [--out FILE.json]        # FLEET_SETTLE_MAX: the longest wait for the compactor (300 s)
 #
 # Every `*.rollup` group of each set is recorded over the history first (promtool tsdb
 # create-blocks-from rules, as scripts/fleet/layered.py does), so the rules that read rollups
@@ -113,25 +113,31 @@ EOF
   wait_http "http://127.0.0.1:${port[$side]}/-/ready" 120 "$!"
 done
 echo "A: $a on :${port[a]}, B: $b on :${port[b]}"
-# The rollups over the history, recorded on each side from its own raw samples.
-for side in a b; do
-  python3 - "$tmp/rules-$side" "$tmp/rollups-$side.yaml" <<'EOF'
+# The rollups over the history, recorded on each side from its own raw samples (both at once).
+rollups() {
+  local side=$1
+  python3 - "$tmp/rules-$side" "$tmp/rollups-$side.yaml" <<'EOF2'
 import glob, sys, yaml
 groups = [g for f in sorted(glob.glob(sys.argv[1] + "/*.yaml")) for g in yaml.safe_load(open(f))["groups"]
           if g["name"].endswith(".rollup")]
 for g in groups:
     g["interval"] = "5m"
 yaml.safe_dump({"groups": groups}, open(sys.argv[2], "w"), sort_keys=False)
-EOF
-  if grep -q record "$tmp/rollups-$side.yaml"; then
-    "$PROMTOOL" tsdb create-blocks-from rules --url "http://127.0.0.1:${port[$side]}" --start "$hist_from" \
-      --end "$hist_to" --output-dir "$tmp/rollup-blocks-$side" "$tmp/rollups-$side.yaml" >/dev/null
-    mv "$tmp/rollup-blocks-$side"/01* "$tmp/prom-$side"/
-    echo "side $side: rollups recorded over the history"
-  fi
-done
+EOF2
+  grep -q record "$tmp/rollups-$side.yaml" || return 0
+  "$PROMTOOL" tsdb create-blocks-from rules --url "http://127.0.0.1:${port[$side]}" --start "$hist_from" \
+    --end "$hist_to" --output-dir "$tmp/rollup-blocks-$side" "$tmp/rollups-$side.yaml" >"$tmp/rollups-$side.log" 2>&1 &&
+    mv "$tmp/rollup-blocks-$side"/01* "$tmp/prom-$side"/ && echo "side $side: rollups recorded over the history"
+}
+t0=$SECONDS
+rollups a &
+ra=$!
+rollups b &
+rb=$!
+wait "$ra" && wait "$rb" || { echo "ab.sh: recording the rollups failed" >&2; exit 1; }
+echo "rollups in $((SECONDS - t0)) s"
 for side in a b; do
-  python3 scripts/fleet/settle.py --prom "http://127.0.0.1:${port[$side]}" --min 90 --max 300 >"$tmp/settle-$side.log" 2>&1 &
+  python3 scripts/fleet/settle.py --prom "http://127.0.0.1:${port[$side]}" --min 90 --max "${FLEET_SETTLE_MAX:-300}" >"$tmp/settle-$side.log" 2>&1 &
   settles+=("$!")
 done
 for p in "${settles[@]}"; do wait "$p" || true; done
