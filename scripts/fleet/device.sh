@@ -7,7 +7,9 @@
 #   scripts/fleet/device.sh CARRY OUT RUN...    RUN: NAME:NODES:HISTORY_HOURS:LIVE_SECONDS:SUMMARY_DAYS[:RULES_DIR]
 #
 # Each RUN is one scripts/fleet.sh --replay at that size; its JSON and log go to OUT, the
-# engines' own logs to OUT/logs.tgz (the tool brings back 8 files at most).
+# engines' own logs to OUT/logs.tgz (the tool brings back 8 files at most). A NAME that starts
+# with "ab-" runs scripts/fleet/ab.sh instead: RULES_DIR (A) beside the shipped alerts/ (B) on
+# one backfilled history, LIVE_SECONDS of rounds (SUMMARY_DAYS is not used).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 carry=$1 out=$2
@@ -28,6 +30,13 @@ export TESSERA_BIN=$bin/tessera FLEET_HISTORY_BIN=$bin/fleet-history
 for r in "$@"; do
   IFS=: read -r name nodes hours live days rules <<<"$r"
   t0=$SECONDS
+  if [[ $name == ab-* ]]; then
+    PYTHONUNBUFFERED=1 timeout "${FLEET_RUN_LIMIT:-560}" scripts/fleet/ab.sh --a "${rules:?ab- runs name the A rules}" --b alerts \
+      --nodes "$nodes" --history-hours "$hours" --seconds "$live" --eval "${FLEET_EVAL:-15}" --out "$out/$name.json" >"$out/$name.log" 2>&1
+    echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$out/host.txt"
+    tail -n 30 "$out/$name.log"
+    continue
+  fi
   FLEET_RULES=${rules:-alerts} PYTHONUNBUFFERED=1 TESSERA_TEST_TIMEOUT=${FLEET_RUN_LIMIT:-560} scripts/fleet.sh --replay tests/data/fleet-captures-16.tar.xz \
     --nodes "$nodes" --history-hours "$hours" --seconds "$live" --summary-days "$days" \
     --scrape 15 --eval "${FLEET_EVAL:-15}" --out "$out/$name.json" --keep "/tmp/fleet-logs/$name" >"$out/$name.log" 2>&1

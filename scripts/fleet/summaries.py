@@ -5,7 +5,7 @@
         --days D --step S --work DIR
 
 `tessera advise` and the `tessera.advisor.profile` rules read the 5-minute summaries that
-`tessera.advisor.summary` records (alerts/tessera-advisor.yaml). Recording them over a week of
+`tessera.advisor.summary` and `.summary.usage` record (alerts/tessera-advisor.yaml). Recording them over a week of
 raw samples would take a week of samples (too many to backfill here), so this waits until
 Prometheus has recorded them once over the backfilled raw history, then writes those values
 every --step seconds over the --days before that instant, into both engines: OpenMetrics ->
@@ -51,7 +51,7 @@ def main():
     a = ap.parse_args()
     with open(a.rules, encoding="utf-8") as f:
         doc = yaml.safe_load(f)
-    names = [r["record"] for g in doc["groups"] if g["name"] == "tessera.advisor.summary"
+    names = [r["record"] for g in doc["groups"] if g["name"].startswith("tessera.advisor.summary")
              for r in g["rules"] if "record" in r]
     t0 = time.time()
     series = {}

@@ -152,7 +152,7 @@ def run(a, c, tmp, procs):
     with open(os.path.join(a.root, "alerts/tessera-alerts.yaml"), encoding="utf-8") as f:
         groups = yaml.safe_load(f)["groups"]
     names = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
-    data_alerts = {r["alert"] for g in groups if g["name"] in ("tessera.waste", "tessera.overload")
+    data_alerts = {r["alert"] for g in groups if g["name"] in ("tessera.waste", "tessera.waste.layout", "tessera.overload")
                    for r in g["rules"] if "alert" in r}
     for rule in inhibit:
         for m in rule["source_matchers"] + rule["target_matchers"]:

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Two rule sets side by side on one replayed fleet: two Prometheus processes on copies of the
+# same backfilled history, scraping the same `fleet-history serve`, each evaluating one set
+# (every group every --eval seconds, `for:` 0s, as scripts/fleet.sh runs them). Both run at
+# the same time on the same cores, so whatever else loads the machine loads both alike, and
+# neither's rules read gaps (as swapping the rule files on one Prometheus would leave in the
+# series one set records and the other does not).
+#
+#   scripts/fleet/ab.sh --a DIR --b DIR [--nodes 56] [--history-hours 2] [--seconds 600]
+#       [--eval 15] [--out FILE.json]        # FLEET_SETTLE_MAX: the longest wait for the compactor (300 s)
+#
+# Every `*.rollup` group of each set is recorded over the history first (promtool tsdb
+# create-blocks-from rules, as scripts/fleet/layered.py does), so the rules that read rollups
+# read hours of them. Then, for --seconds, every round of every group is read from
+# prometheus_rule_group_last_duration_seconds (one value per evaluation, keyed by its
+# timestamp) and every rule's evaluationTime from /api/v1/rules. Prints, per group, A's and
+# B's median / max and rounds, and the slowest rules of each; --out writes them as JSON.
+# Needs prometheus/promtool (2.42+), python3 with PyYAML, curl, FLEET_HISTORY_BIN.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+FLEET_HISTORY_BIN=${FLEET_HISTORY_BIN:-target/release/fleet-history}
+PROMTOOL=${PROMTOOL:-promtool}
+nodes=56 history=2 seconds=600 eval=15 scrape=15 out="" a="" b=""
+captures_src=tests/data/fleet-captures-16.tar.xz
+while (($#)); do
+  case $1 in
+    --a) a=$2; shift ;;
+    --b) b=$2; shift ;;
+    --nodes) nodes=$2; shift ;;
+    --history-hours) history=$2; shift ;;
+    --seconds) seconds=$2; shift ;;
+    --eval) eval=$2; shift ;;
+    --out) out=$2; shift ;;
+    *) echo "ab.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ -d $a && -d $b ]] || { echo "ab.sh: --a DIR and --b DIR (rule files) are required" >&2; exit 2; }
+. scripts/lib/harness.sh
+passed=0 failed=0
+pids=()
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tessera-ab.XXXXXX")
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+mkdir -p "$tmp/captures" "$tmp/blocks"
+tar xJf "$captures_src" -C "$tmp/captures"
+per_s=$((nodes * 480 / scrape + 1))
+chunk=300
+for c in 7200 3600 1800 900 600; do
+  if ((c * per_s <= 8000000)); then chunk=$c; break; fi
+done
+now=$(date +%s)
+hist_to=$((now / scrape * scrape))
+hist_from=$(((hist_to - history * 3600) / chunk * chunk))
+origin=$hist_from
+shm=/dev/shm
+[[ -d $shm && -w $shm ]] || shm=$tmp
+# backfill FROM TO: [FROM, TO) of every node into $tmp/blocks.
+backfill() {
+  for ((s = $1; s < $2; s += chunk)); do echo "$s $((s + chunk < $2 ? s + chunk : $2))"; done |
+    xargs -P "$(nproc)" -L 1 bash -c '
+      f=$0/ab-chunk-$8.om
+      "$1" openmetrics --captures "$2" --nodes "$3" --origin "$4" --interval "$5" --from "$8" --to "$9" >"$f" 2>/dev/null &&
+        "$6" tsdb create-blocks-from openmetrics "$f" "$7" >/dev/null; rc=$?; rm -f "$f"; exit $rc' \
+      "$shm" "$FLEET_HISTORY_BIN" "$tmp/captures" "$nodes" "$origin" "$scrape" "$PROMTOOL" "$tmp/blocks"
+}
+t0=$SECONDS
+backfill "$hist_from" "$hist_to"
+top=$(($(date +%s) / scrape * scrape))
+if ((top > hist_to)); then backfill "$hist_to" "$top"; hist_to=$top; fi
+echo "backfilled $nodes nodes ($((nodes * 9)) GPUs) from $hist_from to $hist_to in $((SECONDS - t0)) s"
+
+replay_port=$(free_port)
+"$FLEET_HISTORY_BIN" serve --captures "$tmp/captures" --nodes "$nodes" --origin "$origin" \
+  --interval "$scrape" --listen "127.0.0.1:$replay_port" >"$tmp/replay.log" 2>&1 &
+pids+=("$!")
+wait_http "http://127.0.0.1:$replay_port/metrics?node=0" 30 "$!"
+
+declare -A port
+settles=()
+for side in a b; do
+  dir=${!side}
+  python3 tests/prometheus/rules_for_test.py "$tmp/rules-$side" "$dir"/*.yaml
+  cp -al "$tmp/blocks" "$tmp/prom-$side"
+  port[$side]=$(free_port)
+  python3 - "$scrape" "$eval" "$tmp/rules-$side" "$nodes" "$replay_port" >"$tmp/prometheus-$side.yml" <<'EOF'
+import glob
+import sys
+scrape, ev, rules, nodes, replay = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+print(f"global:\n  scrape_interval: {scrape}s\n  scrape_timeout: 10s\n  evaluation_interval: {ev}s")
+print("rule_files:")
+for f in sorted(glob.glob(rules + "/*.yaml")):
+    print(f"  - {f}")
+print("scrape_configs:\n  - job_name: tessera\n    static_configs:")
+for c in range((nodes + 49) // 50):
+    ts = [f"fleet-{i // 50}-gpu-{i:05d}" for i in range(c * 50, min(nodes, c * 50 + 50))]
+    print(f"      - labels: {{cluster: fleet-{c}}}\n        targets: [{', '.join(ts)}]")
+print("    relabel_configs:")
+print("      - {source_labels: [__address__], regex: 'fleet-[0-9]+-gpu-0*([0-9]+)', target_label: __param_node}")
+print("      - {source_labels: [__address__], target_label: instance}")
+print(f"      - {{target_label: __address__, replacement: '127.0.0.1:{replay}'}}")
+EOF
+  prometheus --config.file="$tmp/prometheus-$side.yml" --storage.tsdb.path="$tmp/prom-$side" \
+    --storage.tsdb.retention.time=30d --web.listen-address="127.0.0.1:${port[$side]}" --log.level=warn \
+    >"$tmp/prometheus-$side.log" 2>&1 &
+  pids+=("$!")
+  wait_http "http://127.0.0.1:${port[$side]}/-/ready" 120 "$!"
+done
+echo "A: $a on :${port[a]}, B: $b on :${port[b]}"
+# The rollups over the history, recorded on each side from its own raw samples (both at once).
+rollups() {
+  local side=$1
+  python3 - "$tmp/rules-$side" "$tmp/rollups-$side.yaml" <<'EOF2'
+import glob, sys, yaml
+groups = [g for f in sorted(glob.glob(sys.argv[1] + "/*.yaml")) for g in yaml.safe_load(open(f))["groups"]
+          if g["name"].endswith(".rollup")]
+for g in groups:
+    g["interval"] = "5m"
+yaml.safe_dump({"groups": groups}, open(sys.argv[2], "w"), sort_keys=False)
+EOF2
+  grep -q record "$tmp/rollups-$side.yaml" || return 0
+  "$PROMTOOL" tsdb create-blocks-from rules --url "http://127.0.0.1:${port[$side]}" --start "$hist_from" \
+    --end "$hist_to" --output-dir "$tmp/rollup-blocks-$side" "$tmp/rollups-$side.yaml" >"$tmp/rollups-$side.log" 2>&1 &&
+    mv "$tmp/rollup-blocks-$side"/01* "$tmp/prom-$side"/ && echo "side $side: rollups recorded over the history"
+}
+t0=$SECONDS
+rollups a &
+ra=$!
+rollups b &
+rb=$!
+wait "$ra" && wait "$rb" || { echo "ab.sh: recording the rollups failed" >&2; exit 1; }
+echo "rollups in $((SECONDS - t0)) s"
+for side in a b; do
+  python3 scripts/fleet/settle.py --prom "http://127.0.0.1:${port[$side]}" --min 90 --max "${FLEET_SETTLE_MAX:-300}" >"$tmp/settle-$side.log" 2>&1 &
+  settles+=("$!")
+done
+for p in "${settles[@]}"; do wait "$p" || true; done
+for side in a b; do echo "side $side: $(tail -n 1 "$tmp/settle-$side.log")"; done
+echo "measuring for $seconds s from $(date +%s)"
+python3 - "http://127.0.0.1:${port[a]}" "http://127.0.0.1:${port[b]}" "$seconds" "$eval" "$a" "$b" "$nodes" "$out" <<'EOF'
+import json, re, statistics, sys, time, urllib.request
+pa, pb, seconds, ev, da, db, nodes, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:]
+sides = {"A": pa, "B": pb}
+rounds = {s: {} for s in sides}   # group -> {evaluation timestamp: duration}
+rules = {s: {} for s in sides}    # rule -> {evaluation timestamp: seconds}
+line = re.compile(r'^prometheus_rule_group_last_(duration_seconds|evaluation_timestamp_seconds)\{rule_group="[^"]*;([^"]*)"\} (\S+)$')
+end = time.time() + seconds
+load = []
+while time.time() < end:
+    for s, url in sides.items():
+        got = {}
+        for l in urllib.request.urlopen(url + "/metrics", timeout=30).read().decode().splitlines():
+            m = line.match(l)
+            if m:
+                got.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
+        for g, v in got.items():
+            if v.get("evaluation_timestamp_seconds", 0) > 0:
+                rounds[s].setdefault(g, {})[v["evaluation_timestamp_seconds"]] = v["duration_seconds"]
+        for g in json.load(urllib.request.urlopen(url + "/api/v1/rules", timeout=30))["data"]["groups"]:
+            for r in g["rules"]:
+                rules[s].setdefault(r["name"], {})[r.get("lastEvaluation")] = r.get("evaluationTime") or 0.0
+    load.append(float(open("/proc/loadavg").read().split()[0]))
+    time.sleep(ev / 3)
+res = {"nodes": int(nodes), "seconds": seconds, "a": da, "b": db, "load_average_1m": {
+       "median": statistics.median(load), "max": max(load)}, "groups": {}, "rules": {}}
+print(f"\n{int(nodes) * 9} GPUs, {seconds} s, load average median {statistics.median(load):.1f} (max {max(load):.1f})")
+print(f"{'group':30} {'A median / max s (rounds)':>28} {'B median / max s (rounds)':>28}")
+for g in sorted(set(rounds["A"]) | set(rounds["B"])):
+    row = {}
+    for s in sides:
+        v = list(rounds[s].get(g, {}).values())
+        row[s] = {"median": statistics.median(v), "max": max(v), "rounds": len(v)} if v else None
+    res["groups"][g] = row
+    fmt = lambda r: f"{r['median']:.3f} / {r['max']:.3f} ({r['rounds']})" if r else "—"
+    print(f"{g:30} {fmt(row['A']):>28} {fmt(row['B']):>28}")
+for s in sides:
+    med = {n: statistics.median(v.values()) for n, v in rules[s].items() if v}
+    top = sorted(med.items(), key=lambda kv: -kv[1])[:12]
+    res["rules"][s] = {n: round(t, 4) for n, t in sorted(med.items())}
+    print(f"slowest rules {s} (median s): " + ", ".join(f"{n} {t:.3f}" for n, t in top))
+if out:
+    json.dump(res, open(out, "w"), indent=1, sort_keys=True)
+EOF
