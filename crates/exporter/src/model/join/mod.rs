@@ -142,6 +142,8 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         nvml_call_costs: inputs.nvml.call_costs.clone(),
         sample_duration_seconds: inputs.sample_duration_seconds,
         samples_total: inputs.previous.map_or(1, |p| p.samples_total + 1),
+        // The sampler's to fill: the probe's socket is not an input of the join.
+        probe_reports_refused: Default::default(),
         attribution: stats,
     }
 }
