@@ -87,7 +87,8 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             .processes
             .iter()
             .map(|p| {
-                let probe = inputs.activity.probe.get(&p.pid);
+                // A probe without CUPTI counted nothing: no kernel count, rather than 0.
+                let probe = inputs.activity.probe.get(&p.pid).filter(|r| !r.no_cupti);
                 ProcessView {
                     pod: attribution::process_owner(
                         inputs.cgroups.get(&p.pid),

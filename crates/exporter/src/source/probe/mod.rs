@@ -28,7 +28,7 @@ pub use options::{ProbeArgs, ProbeOptions};
 pub use refused::{Refusal, RefusedCounts, UNLISTED_GRACE};
 pub use socket::{spawn_receiver, ProbeSocketError};
 pub use tessera_probe::wire::{
-    Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, FLAG_PROFILER, UNTRACED,
+    Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, FLAG_NO_CUPTI, FLAG_PROFILER, UNTRACED,
 };
 
 /// More connections than any node runs GPU processes; past this new ones are refused.
@@ -158,6 +158,8 @@ struct PidReports {
     disabled: bool,
     /// Its latest frame said a profiler in the process holds CUPTI (with `disabled`).
     profiler: bool,
+    /// Its latest frame said the probe found no CUPTI to load (with `disabled`).
+    no_cupti: bool,
     /// Its latest frame carried totals only (wire version 1: no clock, no timeline).
     totals_only: bool,
     /// Only once a full frame (the first of a connection) arrived.
@@ -302,6 +304,7 @@ impl ProbeBook {
         }
         e.disabled = disabled;
         e.profiler = disabled && frame.flags & FLAG_PROFILER != 0;
+        e.no_cupti = disabled && frame.flags & FLAG_NO_CUPTI != 0;
         e.reports.push_back(Report {
             at,
             busy_ns: frame.busy_ns,
@@ -346,17 +349,18 @@ impl ProbeBook {
             .filter_map(|pid| {
                 let r = map.get(pid)?;
                 let last = *r.reports.back()?;
-                // A probe turned off reads as none; one whose records a profiler took says so,
-                // and has nothing else to say (`ProbeReading::profiler`).
+                // A probe turned off reads as none; one whose records a profiler took, or that
+                // found no CUPTI, says so, and has nothing else to say.
                 if r.disabled {
-                    return r.profiler.then(|| {
+                    return (r.profiler || r.no_cupti).then(|| {
                         (
                             *pid,
                             ProbeReading {
                                 busy_seconds: last.busy_ns as f64 / 1e9,
                                 kernels: last.kernels,
                                 silent: now.saturating_duration_since(last.at) > SILENT_AFTER,
-                                profiler: true,
+                                profiler: r.profiler,
+                                no_cupti: r.no_cupti,
                                 ..ProbeReading::default()
                             },
                         )
@@ -391,6 +395,7 @@ impl ProbeBook {
                         window_kernels,
                         totals_only: r.totals_only,
                         profiler: false,
+                        no_cupti: false,
                     },
                 ))
             })

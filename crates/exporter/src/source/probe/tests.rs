@@ -381,3 +381,26 @@ fn a_sender_past_capacity_is_refused_and_counted() {
         "a known sender still reports"
     );
 }
+
+#[test]
+fn a_probe_without_cupti_gives_a_reading_that_says_so_and_nothing_else() {
+    let book = ProbeBook::new(Duration::from_secs(5));
+    let t0 = Instant::now();
+    let f = Frame {
+        flags: FLAG_DISABLED | FLAG_NO_CUPTI,
+        ..frame(0, 0)
+    };
+    book.record(4, &f, t0);
+    book.record(
+        5,
+        &Frame {
+            flags: FLAG_DISABLED,
+            ..frame(0, 0)
+        },
+        t0,
+    );
+    let r = book.readings(&[4, 5], t0);
+    assert!(!r.contains_key(&5), "a probe merely off reads as none");
+    assert!(r[&4].no_cupti && !r[&4].profiler, "{:?}", r[&4]);
+    assert_eq!(r[&4].busy_ratio, None);
+}
