@@ -4,7 +4,10 @@
 #   - tests/kube_node_e2e.rs: pods holding GPUs (exclusive, time-sliced, MPS, MIG), each QoS
 #     class, an init container, a restart in place, a deletion, kubelet and containerd restarts,
 #     tessera joining them through the real pod-resources API and real cgroups;
-#   - tessera's image run from the chart's rendered pod spec on that node, and scraped.
+#   - tessera's image run from the chart's rendered pod spec on that node, and scraped;
+#   - the CUDA probe as deploy/overlays/cuda-probe installs it: tessera's pod from the overlay's
+#     DaemonSet (its socket, the library's init container), the overlay's admission policy run
+#     by the API server on tenant pods of cuda-tenant.c against the stand-in CUPTI.
 # Needs root (it runs a kubelet). It leaves the machine as it found it, and checks that itself:
 # sysctls, mounts, iptables, cgroups and host paths before and after (machine-state.sh).
 # Ends with "test_kube_node: N passed, N failed" and the stage time.
@@ -106,6 +109,9 @@ import json, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 print(json.dumps(next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]))
 PY
+# The CUDA probe's overlay as users apply it; tests/kube_node/probe.rs takes its DaemonSet's pod
+# template and its MutatingAdmissionPolicy from here.
+kubectl kustomize deploy/overlays/cuda-probe >"$state/cuda-probe.yaml"
 # tessera's identity: the chart's service account and ClusterRole, its token as a kubeconfig.
 kubectl create namespace tessera >/dev/null
 kubectl apply --server-side -f "$state/chart.yaml" >/dev/null
@@ -126,6 +132,7 @@ scripts/kube-real/images.sh "$state/images"
 phase=node
 scripts/kube-real/node.sh start "$state" "$bin" "$state/images"
 echo "TESSERA_POD_PORT=$pod_port" >>"$state/node/env"
+echo "TESSERA_IMAGE=localhost/tessera:$tessera_version" >>"$state/node/env"
 # image.sh names the archive's image tessera:<version>, which the CRI reads as
 # docker.io/library/tessera and then cannot find. Renamed to the chart's localhost/tessera in a
 # namespace the CRI does not watch, then loaded for it.

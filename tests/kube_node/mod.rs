@@ -7,6 +7,8 @@
 
 pub mod install;
 pub mod lifecycle;
+pub mod probe;
+mod probe_cases;
 mod scrape;
 pub mod sharing;
 
