@@ -13,6 +13,10 @@
 # Ends with "test_kube_node: N passed, N failed" and the stage time.
 #
 #   scripts/test-kube-node.sh [cargo test filter]   (Kubernetes $TESSERA_KUBE_NODE_VERSION or v1.37.2)
+#   TESSERA_KUBE_PLANT=pid-from-frame scripts/test-kube-node.sh probe_cases::probed
+#       a planted fault: scripts/kube-real/plants/NAME.patch applied to the source for this run
+#       (tessera's image is built from it) and taken out again at the end; the run passes only
+#       if the tests fail. By hand, not in CI: the image's release build is redone twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -35,6 +39,17 @@ give_up() {
 }
 
 [ "$(id -u)" -eq 0 ] || give_up "needs root: it runs a kubelet and containers"
+plant=${TESSERA_KUBE_PLANT:-}
+unplant() {
+  if [ -n "$plant" ] && git apply -R --check "scripts/kube-real/plants/$plant.patch" 2>/dev/null; then
+    git apply -R "scripts/kube-real/plants/$plant.patch"
+  fi
+}
+if [ -n "$plant" ]; then
+  [ -f "scripts/kube-real/plants/$plant.patch" ] || give_up "no planted fault scripts/kube-real/plants/$plant.patch"
+  git apply "scripts/kube-real/plants/$plant.patch" || give_up "the planted fault $plant does not apply"
+  trap unplant EXIT
+fi
 for tool in containerd runc ctr buildah busybox unshare nsenter go curl python3; do
   command -v "$tool" >/dev/null || give_up "$tool is missing (scripts/install-test-deps.sh installs it)"
 done
@@ -87,6 +102,17 @@ teardown() {
   fi
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
   result
+  if [ -n "$plant" ]; then
+    unplant
+    # Caught only by the tests' own checks, not by a node that failed to come up.
+    if [ "${tests_failed:-0}" -gt 0 ]; then
+      echo "kube-node: the planted fault $plant was caught ($tests_failed tests failed)"
+      rm -rf "$state"
+      exit 0
+    fi
+    echo "kube-node: the planted fault $plant was NOT caught: these checks cannot fail on it"
+    exit 1
+  fi
   # Logs are kept on failure only.
   if [ "$failed" -eq 0 ] && [ -n "$state" ]; then rm -rf "$state"; fi
   exit $((failed > 0))
@@ -148,4 +174,5 @@ if cargo test -q --test kube_node_e2e -- --ignored --test-threads=1 --nocapture 
 p=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$log" | tail -1)
 f=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$log" | tail -1)
 [ -n "$p" ] || { p=0; f=1; }
+[ -z "$(sed -n 's/^test result: .* \([0-9]*\) passed.*/\1/p' "$log")" ] || tests_failed=$f
 passed=$((passed + p)) failed=$((failed + f))
