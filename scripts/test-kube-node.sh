@@ -4,12 +4,19 @@
 #   - tests/kube_node_e2e.rs: pods holding GPUs (exclusive, time-sliced, MPS, MIG), each QoS
 #     class, an init container, a restart in place, a deletion, kubelet and containerd restarts,
 #     tessera joining them through the real pod-resources API and real cgroups;
-#   - tessera's image run from the chart's rendered pod spec on that node, and scraped.
+#   - tessera's image run from the chart's rendered pod spec on that node, and scraped;
+#   - the CUDA probe as deploy/overlays/cuda-probe installs it: tessera's pod from the overlay's
+#     DaemonSet (its socket, the library's init container), the overlay's admission policy run
+#     by the API server on tenant pods of cuda-tenant.c against the stand-in CUPTI.
 # Needs root (it runs a kubelet). It leaves the machine as it found it, and checks that itself:
 # sysctls, mounts, iptables, cgroups and host paths before and after (machine-state.sh).
 # Ends with "test_kube_node: N passed, N failed" and the stage time.
 #
 #   scripts/test-kube-node.sh [cargo test filter]   (Kubernetes $TESSERA_KUBE_NODE_VERSION or v1.37.2)
+#   TESSERA_KUBE_PLANT=pid-from-frame scripts/test-kube-node.sh probe_cases::probed
+#       a planted fault: scripts/kube-real/plants/NAME.patch applied to the source for this run
+#       (tessera's image is built from it) and taken out again at the end; the run passes only
+#       if the tests fail. By hand, not in CI: the image's release build is redone twice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$(date +%s)
@@ -32,6 +39,17 @@ give_up() {
 }
 
 [ "$(id -u)" -eq 0 ] || give_up "needs root: it runs a kubelet and containers"
+plant=${TESSERA_KUBE_PLANT:-}
+unplant() {
+  if [ -n "$plant" ] && git apply -R --check "scripts/kube-real/plants/$plant.patch" 2>/dev/null; then
+    git apply -R "scripts/kube-real/plants/$plant.patch"
+  fi
+}
+if [ -n "$plant" ]; then
+  [ -f "scripts/kube-real/plants/$plant.patch" ] || give_up "no planted fault scripts/kube-real/plants/$plant.patch"
+  git apply "scripts/kube-real/plants/$plant.patch" || give_up "the planted fault $plant does not apply"
+  trap unplant EXIT
+fi
 for tool in containerd runc ctr buildah busybox unshare nsenter go curl python3; do
   command -v "$tool" >/dev/null || give_up "$tool is missing (scripts/install-test-deps.sh installs it)"
 done
@@ -84,6 +102,17 @@ teardown() {
   fi
   [ "$rc" -eq 0 ] || failed=$((failed + 1))
   result
+  if [ -n "$plant" ]; then
+    unplant
+    # Caught only by the tests' own checks, not by a node that failed to come up.
+    if [ "${tests_failed:-0}" -gt 0 ]; then
+      echo "kube-node: the planted fault $plant was caught ($tests_failed tests failed)"
+      rm -rf "$state"
+      exit 0
+    fi
+    echo "kube-node: the planted fault $plant was NOT caught: these checks cannot fail on it"
+    exit 1
+  fi
   # Logs are kept on failure only.
   if [ "$failed" -eq 0 ] && [ -n "$state" ]; then rm -rf "$state"; fi
   exit $((failed > 0))
@@ -106,6 +135,9 @@ import json, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 print(json.dumps(next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]))
 PY
+# The CUDA probe's overlay as users apply it; tests/kube_node/probe.rs takes its DaemonSet's pod
+# template and its MutatingAdmissionPolicy from here.
+kubectl kustomize deploy/overlays/cuda-probe >"$state/cuda-probe.yaml"
 # tessera's identity: the chart's service account and ClusterRole, its token as a kubeconfig.
 kubectl create namespace tessera >/dev/null
 kubectl apply --server-side -f "$state/chart.yaml" >/dev/null
@@ -126,6 +158,7 @@ scripts/kube-real/images.sh "$state/images"
 phase=node
 scripts/kube-real/node.sh start "$state" "$bin" "$state/images"
 echo "TESSERA_POD_PORT=$pod_port" >>"$state/node/env"
+echo "TESSERA_IMAGE=localhost/tessera:$tessera_version" >>"$state/node/env"
 # image.sh names the archive's image tessera:<version>, which the CRI reads as
 # docker.io/library/tessera and then cannot find. Renamed to the chart's localhost/tessera in a
 # namespace the CRI does not watch, then loaded for it.
@@ -141,4 +174,5 @@ if cargo test -q --test kube_node_e2e -- --ignored --test-threads=1 --nocapture 
 p=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\1/p' "$log" | tail -1)
 f=$(sed -n 's/^test result: .* \([0-9]*\) passed; \([0-9]*\) failed.*/\2/p' "$log" | tail -1)
 [ -n "$p" ] || { p=0; f=1; }
+[ -z "$(sed -n 's/^test result: .* \([0-9]*\) passed.*/\1/p' "$log")" ] || tests_failed=$f
 passed=$((passed + p)) failed=$((failed + f))

@@ -10,10 +10,11 @@
 set -euo pipefail
 cmd=${1:?snapshot|compare}
 
-# Paths the kubelet, containerd, runc and CNI use by default, whatever their configuration.
+# Paths the kubelet, containerd, runc and CNI use by default, whatever their configuration, and
+# the CUDA probe's host paths (deploy/overlays/cuda-probe), which node.sh keeps private.
 HOST_PATHS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/containers /var/log/pods
   /run/containerd /run/netns /var/run/netns /var/lib/containerd /opt/containerd /etc/cni /opt/cni
-  /var/lib/cni /etc/kubernetes /usr/libexec/kubernetes /run/runc)
+  /var/lib/cni /etc/kubernetes /usr/libexec/kubernetes /run/runc /run/tessera /opt/tessera)
 
 snapshot() {
   local out=$1

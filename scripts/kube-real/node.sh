@@ -15,7 +15,10 @@
 #     containerd's rootfs and shm mounts, the pods' volume mounts and the kubelet's hard-coded
 #     host paths (/var/lib/kubelet/device-plugins, /var/log/containers, /run/containerd,
 #     /run/netns, /var/lib/cni) are private to it, on tmpfs or binds of DIR, and vanish with it;
-#     the mount points it had to make are removed.
+#     the mount points it had to make are removed. So are the CUDA probe's host paths that
+#     deploy/overlays/cuda-probe mounts into pods (/run/tessera, /opt/tessera/lib): binds of
+#     DIR/node/probe-socket and DIR/node/probe-library, so the overlay's hostPaths reach
+#     nothing outside the node, and a probe stage beside it keeps its own.
 #   - the kubelet's cgroupfs driver makes /sys/fs/cgroup/<controller>/kubepods; `stop` removes it.
 #   - no iptables: makeIPTablesUtilChains is off and the only CNI plugin is loopback.
 set -euo pipefail
@@ -30,7 +33,8 @@ NODE_IP=192.0.2.2
 SYSCTLS=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops
          kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 # Host paths the kubelet, containerd and the shims use whatever their configuration says.
-PRIVATE_DIRS=(/var/lib/kubelet/device-plugins /var/log/containers /run/containerd /run/netns /var/lib/cni)
+PRIVATE_DIRS=(/var/lib/kubelet/device-plugins /var/log/containers /run/containerd /run/netns /var/lib/cni
+              /run/tessera /opt/tessera/lib)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 log() { echo "kube-node: $*"; }
@@ -100,6 +104,8 @@ start_device_plugin() {
 write_configs() {
   local bin_dir=$1
   mkdir -p "$node_dir"/{containerd/root,containerd/state,containerd/opt,runc,cni/net.d,sysctl,kubelet,pod-logs,volume-plugins,device-plugins}
+  # As the overlay's DirectoryOrCreate would make them on a node: root's, 0755.
+  install -d -m 0755 "$node_dir/probe-socket" "$node_dir/probe-library"
   cat >"$node_dir/env" <<ENV
 BIN_DIR=$bin_dir
 NODE_NAME=$NODE_NAME
@@ -198,6 +204,8 @@ start_namespace() {
   in_ns mount -t tmpfs -o size=64m,mode=0711 tessera-node /run/containerd
   in_ns mount -t tmpfs -o size=1m,mode=0755 tessera-node /run/netns
   in_ns mount -t tmpfs -o size=1m,mode=0755 tessera-node /var/lib/cni
+  in_ns mount --bind "$node_dir/probe-socket" /run/tessera
+  in_ns mount --bind "$node_dir/probe-library" /opt/tessera/lib
 }
 
 # Processes left in the node's cgroups (a container whose shim was killed), by pid.

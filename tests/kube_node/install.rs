@@ -19,7 +19,7 @@ use super::{gpu_uuid, gpus, node, pod, scenario, want, Gpu, SLEEP};
 use crate::support;
 
 /// Where NVIDIA's container toolkit puts the driver's library in a merged-/usr image.
-const NVML_IN_IMAGE: &str = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1";
+pub(super) const NVML_IN_IMAGE: &str = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1";
 
 #[test]
 #[ignore = "needs a real node: scripts/test-kube-node.sh"]
@@ -144,7 +144,7 @@ fn the_charts_pod_spec_runs_the_image_on_a_real_kubelet_and_joins_a_gpu_pod() {
 
 /// The DaemonSet's pod, as its controller would make it for this node, with what only this
 /// node needs added: each `(name, host path, path in the container)` mounted read-only.
-fn exporter_pod(template: &Value, mounts: &[(&str, String, String)]) -> Value {
+pub(super) fn exporter_pod(template: &Value, mounts: &[(&str, String, String)]) -> Value {
     let mut spec = template["spec"].clone();
     // No pod network here (see kube_node::pod): the API server and the scrape are on loopback.
     spec["hostNetwork"] = json!(true);

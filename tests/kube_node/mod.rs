@@ -7,6 +7,10 @@
 
 pub mod install;
 pub mod lifecycle;
+pub mod probe;
+mod probe_cases;
+pub mod probe_checks;
+mod probe_faults;
 mod scrape;
 pub mod sharing;
 

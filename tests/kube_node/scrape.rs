@@ -106,6 +106,14 @@ pub struct Series {
 
 /// Every series of `family` in the scrape (no escaped quotes appear in the tests' labels).
 pub fn series(m: &str, family: &str) -> Vec<Series> {
+    every_series(m)
+        .into_iter()
+        .filter(|s| s.family == family)
+        .collect()
+}
+
+/// Every series of every family in the scrape.
+pub fn every_series(m: &str) -> Vec<Series> {
     m.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
@@ -115,7 +123,7 @@ pub fn series(m: &str, family: &str) -> Vec<Series> {
                 None => (head, ""),
             };
             let value: f64 = value.parse().ok()?;
-            (name == family).then(|| Series {
+            Some(Series {
                 family: name.to_owned(),
                 labels: labels
                     .split("\",")

@@ -291,6 +291,11 @@ impl Sampler {
             p.dedup();
             p
         };
+        if let Some(book) = &self.feeds.probe {
+            let grace =
+                crate::source::probe::UNLISTED_GRACE.max(self.cfg.nvml.process_interval * 2);
+            book.settle_unlisted(&pids, now, grace);
+        }
         let mut activity = ActivityInputs {
             cpu_cores: self.cpu.refresh(&self.cfg.nvml.procfs, &pids, now),
             probe: self
@@ -333,7 +338,7 @@ impl Sampler {
                 });
             }
         }
-        let snapshot = join(JoinInputs {
+        let mut snapshot = join(JoinInputs {
             node: &self.cfg.node,
             timestamp_seconds,
             nvml: &sample,
@@ -347,6 +352,9 @@ impl Sampler {
             previous: self.previous.as_deref(),
             energy_floor_window: self.cfg.sample.energy_floor_window.as_secs_f64(),
         });
+        if let Some(book) = &self.feeds.probe {
+            snapshot.probe_reports_refused = book.refused();
+        }
         let exposition = metrics::encode(&snapshot, &self.cfg.encode);
         let snapshot = Arc::new(snapshot);
         self.previous = Some(snapshot.clone());

@@ -37,7 +37,7 @@ use solo::{KernelShape, SoloDurations};
 use spans::Spans;
 use wire::{
     Control, ControlReader, Frame, DEFAULT_SOCKET, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL,
-    FLAG_PROFILER,
+    FLAG_NO_CUPTI, FLAG_PROFILER,
 };
 
 type CuptiResult = c_int;
@@ -93,6 +93,8 @@ static CUPTI: OnceLock<Cupti> = OnceLock::new();
 static SPANS: Mutex<Spans> = Mutex::new(Spans::new());
 static SOLO: Mutex<SoloDurations> = Mutex::new(SoloDurations::new());
 static DISABLED: AtomicBool = AtomicBool::new(false);
+/// No CUPTI could be loaded: the probe only says so, once a second (`FLAG_NO_CUPTI`).
+static NO_CUPTI: AtomicBool = AtomicBool::new(false);
 /// Another CUPTI client in the process holds CUPTI (`cupti_owner`): activity records go to
 /// it, not to the probe. Unlike `DISABLED` this ends when CUPTI is free again. Meanwhile the
 /// probe makes no activity call at all, so that the tenant's profiler loses nothing to it.
@@ -391,6 +393,11 @@ fn snapshot(full: bool, records_on: bool) -> Frame {
     let alone = !failed && !lost && !records_on;
     let mut frame = Frame {
         flags: if disabled { FLAG_DISABLED } else { 0 }
+            | if NO_CUPTI.load(Ordering::Relaxed) {
+                FLAG_NO_CUPTI
+            } else {
+                0
+            }
             | if alone { FLAG_ALONE } else { 0 }
             | if lost { FLAG_PROFILER } else { 0 }
             | if full { FLAG_FULL } else { 0 },
@@ -799,7 +806,15 @@ fn initialize() -> bool {
         return true;
     }
     let Some(cupti) = load_cupti() else {
-        return true;
+        // Said, not hidden: without it tessera cannot tell this process from one without the
+        // probe. The reporter makes no CUPTI call when there is none.
+        NO_CUPTI.store(true, Ordering::Relaxed);
+        DISABLED.store(true, Ordering::Relaxed);
+        PROBE_PID.store(std::process::id(), Ordering::Relaxed);
+        return std::thread::Builder::new()
+            .name("tessera-probe".into())
+            .spawn(move || reporter(socket, duty::budget_from(None)))
+            .is_ok();
     };
     read_tuning();
     let budget = duty::budget_from(std::env::var("TESSERA_PROBE_OVERHEAD").ok().as_deref());

@@ -84,6 +84,11 @@ pub const FLAG_ALONE: u32 = 4;
 /// sent as untraced. A receiver that does not know the bit reads a probe turned off.
 pub const FLAG_PROFILER: u32 = 8;
 
+/// Set, with `FLAG_DISABLED`, by a probe that found no CUPTI to load in its process (none by
+/// its sonames, the CUDA images' paths or `TESSERA_PROBE_CUPTI`): it measures nothing, and
+/// reports once a second only so that tessera can say why the process has no figure.
+pub const FLAG_NO_CUPTI: u32 = 16;
+
 /// The one message tessera sends a probe, on the connection the probe opened: whether the
 /// probe's device (a GPU or a MIG instance) has another process that may run kernels. Layout,
 /// little-endian: magic `TSC1`, version u32 (1), flags u32, reserved u32 (0). Sent when the

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use std::io::Write;
 use tessera_probe::wire::{
-    Bucket, Control, Frame, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL, FLAG_PROFILER, UNTRACED,
+    Bucket, Control, Frame, FLAG_ALONE, FLAG_DISABLED, FLAG_FULL, FLAG_NO_CUPTI, FLAG_PROFILER,
+    UNTRACED,
 };
 
 /// The directory cargo puts this test binary in (`target/<profile>/deps`).
@@ -304,6 +305,30 @@ fn a_probe_attached_without_records_claims_no_timeline() {
         "never",
         &[("TESSERA_PROBE_RECORDS", "never")],
     ));
+}
+
+/// A tenant image without CUPTI: the probe loads, CUPTI cannot, and the probe says so once a
+/// second (off, no timeline), so that tessera can give that reason for the missing figure.
+#[test]
+fn a_probe_that_finds_no_cupti_says_so() {
+    let frames = frames_of_run(
+        "no-cupti",
+        &[("TESSERA_PROBE_CUPTI", "/nonexistent/libcupti.so")],
+    );
+    assert!(frames.len() >= 2, "{frames:?}");
+    assert_reported_off(&frames);
+    assert!(
+        frames
+            .iter()
+            .all(|f| f.flags & FLAG_NO_CUPTI != 0 && f.kernels == 0),
+        "{frames:?}"
+    );
+    // With CUPTI the same run never says so.
+    let frames = frames_of_run("with-cupti", &[]);
+    assert!(
+        frames.iter().all(|f| f.flags & FLAG_NO_CUPTI == 0),
+        "{frames:?}"
+    );
 }
 
 #[test]

@@ -264,6 +264,13 @@ fn self_families(out: &mut Families, snap: &Snapshot, opts: &EncodeOptions) {
         vec![node()],
         snap.sample_duration_seconds,
     );
+    for (reason, n) in &snap.probe_reports_refused {
+        out.push(
+            &table::TESSERA_PROBE_REPORTS_REFUSED,
+            vec![node(), (label::REASON.into(), (*reason).into())],
+            *n as f64,
+        );
+    }
     out.push(
         &table::TESSERA_SAMPLES,
         vec![node()],

@@ -546,6 +546,16 @@ families! {
         "Per-container and per-process series left out of this exposition by --metrics.max-series.";
     TESSERA_LABEL_VALUES_TRUNCATED = "tessera_label_values_truncated", Gauge, &[NODE],
         "Label values cut to --metrics.max-label-value-length in this exposition.";
+    TESSERA_PROBE_REPORTS_REFUSED = "tessera_probe_reports_refused", Counter, &[NODE, REASON],
+        "CUDA probe reports received on --probe.socket and not used, by reason.",
+        doc = "CUDA probe reports received on --probe.socket and not used, by reason: \
+             `no-gpu-process` (NVML lists the sender on no GPU once 10 s, or two \
+             --nvml.process-interval if longer, have passed since its first report: every report \
+             of such a sender is counted, none is shown), `malformed` (not a frame of the probe's wire; the \
+             connection is read no further) and `over-capacity` (a sender past the 4,096 \
+             processes remembered). Each reason from 0 while the socket is on; absent without \
+             it. The sender is the process the kernel names (SO_PEERCRED), never one a frame \
+             names.";
     TESSERA_SAMPLES = "tessera_samples", Counter, &[NODE],
         "Sample cycles published since tessera started.";
     TESSERA_LAST_SAMPLE = "tessera_last_sample_timestamp_seconds", Gauge, &[NODE],

@@ -121,8 +121,10 @@ pub fn review(split: &mut DeviceSplit, d: &DeviceCompute<'_>, owners: &HashMap<u
                 return;
             }
             // By difference the profiled process would get what its co-tenants' probes leave,
-            // and theirs would be read as if it ran nothing beside them.
-            if !split.profiler.is_empty() {
+            // and theirs would be read as if it ran nothing beside them. A probe that found no
+            // CUPTI is a setting to fix, which the reason names; a figure by difference would
+            // hide it.
+            if !split.profiler.is_empty() || !split.no_cupti.is_empty() {
                 return;
             }
             // A probe that stopped reporting does not make its process "the unprobed one":

@@ -162,3 +162,35 @@ fn a_quiet_profiled_process_is_quiet() {
     assert!(s.profiler.is_empty());
     assert_eq!(s.method, SplitMethod::SoleActiveProcess);
 }
+
+/// A probe that found no CUPTI in its process: withheld like a profiled one, with its reason.
+#[test]
+fn a_tenant_whose_probe_found_no_cupti_withholds_the_split_with_that_reason() {
+    let blind = ProbeReading {
+        no_cupti: true,
+        ..Default::default()
+    };
+    let s = run(
+        0.8,
+        false,
+        &[(1, None, "a", blind), (2, None, "b", busy(0.3))],
+    );
+    assert_eq!(s.method, SplitMethod::Withheld, "{s:?}");
+    assert_eq!(s.no_cupti, vec![1]);
+    assert_eq!(s.why, crate::model::compute::no_cupti_why(&[1]));
+    assert!(s.why.starts_with("no-cupti"), "{}", s.why);
+    assert!(s.wide.is_none(), "no figure by difference: {s:?}");
+    for pid in [1, 2] {
+        assert!(
+            s.shares.get(&pid).is_none_or(|p| p.share.is_none()),
+            "{s:?}"
+        );
+    }
+    // One pod's processes: the device's reading is still that pod's.
+    let s = run(
+        0.8,
+        false,
+        &[(1, None, "a", blind), (2, None, "a", busy(0.3))],
+    );
+    assert!(s.wide.is_some(), "{s:?}");
+}

@@ -50,7 +50,7 @@ fn is_quiet(p: &ProcessSample, activity: &ActivityInputs) -> bool {
     let probe_quiet = activity
         .probe
         .get(&p.pid)
-        .is_none_or(|r| r.profiler || r.busy_ratio.is_some_and(|b| b < IDLE_SHARE));
+        .is_none_or(|r| r.profiler || r.no_cupti || r.busy_ratio.is_some_and(|b| b < IDLE_SHARE));
     let cpu_quiet = activity
         .cpu_cores
         .get(&p.pid)
@@ -121,6 +121,11 @@ pub fn split(d: &DeviceCompute<'_>) -> DeviceSplit {
             .iter()
             .copied()
             .filter(|pid| d.activity.probe.get(pid).is_some_and(|r| r.profiler))
+            .collect(),
+        no_cupti: candidates
+            .iter()
+            .copied()
+            .filter(|pid| d.activity.probe.get(pid).is_some_and(|r| r.no_cupti))
             .collect(),
         probe_stages: BTreeMap::new(),
         outlasting: BTreeMap::new(),
@@ -199,6 +204,9 @@ fn split_by_nvml(
     } else if !out.profiler.is_empty() {
         out.method = SplitMethod::Withheld;
         out.why = profiler_why(&out.profiler);
+    } else if !out.no_cupti.is_empty() {
+        out.method = SplitMethod::Withheld;
+        out.why = no_cupti_why(&out.no_cupti);
     } else {
         out.method = SplitMethod::Withheld;
         out.why = format!(
@@ -221,6 +229,17 @@ pub fn profiler_why(pids: &[u32]) -> String {
     format!(
         "profiler: a profiler in pid {} holds CUPTI, so its CUDA probe sees none of its \
          kernels; its share and every co-tenant's (split against its timeline) withheld",
+        pids.join(", ")
+    )
+}
+
+/// Why a device's shares are withheld while a candidate's probe found no CUPTI. The text starts
+/// with `no-cupti`, the reason's name.
+pub fn no_cupti_why(pids: &[u32]) -> String {
+    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+    format!(
+        "no-cupti: the CUDA probe in pid {} found no CUPTI to load (TESSERA_PROBE_CUPTI names \
+         it), so it sees none of its kernels; shares withheld",
         pids.join(", ")
     )
 }

@@ -50,6 +50,9 @@ pub struct ProbeReading {
     /// says so rather than read low. No busy ratio while it lasts.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub profiler: bool,
+    /// The probe is loaded but found no CUPTI to load: it measures nothing and says so.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub no_cupti: bool,
 }
 
 pub use super::timeslice::ProbeTimeline;
@@ -171,6 +174,10 @@ pub struct DeviceSplit {
     /// beside another candidate, since each co-tenant's is split against their timelines.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub profiler: Vec<u32>,
+    /// Candidates whose probe found no CUPTI ([`ProbeReading::no_cupti`]): withheld as for
+    /// `profiler`, with that reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub no_cupti: Vec<u32>,
     /// With timelines (time-slicing or MPS): what each step of the split gave each process.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub probe_stages: BTreeMap<u32, ProbeStages>,

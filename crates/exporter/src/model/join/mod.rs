@@ -87,7 +87,8 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
             .processes
             .iter()
             .map(|p| {
-                let probe = inputs.activity.probe.get(&p.pid);
+                // A probe without CUPTI counted nothing: no kernel count, rather than 0.
+                let probe = inputs.activity.probe.get(&p.pid).filter(|r| !r.no_cupti);
                 ProcessView {
                     pod: attribution::process_owner(
                         inputs.cgroups.get(&p.pid),
@@ -142,6 +143,8 @@ pub fn join(inputs: JoinInputs<'_>) -> Snapshot {
         nvml_call_costs: inputs.nvml.call_costs.clone(),
         sample_duration_seconds: inputs.sample_duration_seconds,
         samples_total: inputs.previous.map_or(1, |p| p.samples_total + 1),
+        // The sampler's to fill: the probe's socket is not an input of the join.
+        probe_reports_refused: Default::default(),
         attribution: stats,
     }
 }

@@ -30,6 +30,7 @@ fn split(method: SplitMethod, device: f64) -> DeviceSplit {
         wide: None,
         disputed: Vec::new(),
         profiler: Vec::new(),
+        no_cupti: Vec::new(),
         probe_stages: Default::default(),
         outlasting: Default::default(),
         solo_excess: None,

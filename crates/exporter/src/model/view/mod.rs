@@ -164,6 +164,10 @@ pub struct Snapshot {
     pub sample_duration_seconds: f64,
     /// Sample cycles published since start, this one included.
     pub samples_total: u64,
+    /// CUDA probe reports received and not used since start, by reason; empty without the
+    /// probe's socket.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub probe_reports_refused: BTreeMap<&'static str, u64>,
     pub attribution: AttributionStats,
 }
 

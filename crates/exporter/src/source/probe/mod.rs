@@ -6,7 +6,8 @@
 //! then a bounded run of per-millisecond timeline buckets (`tessera_probe::wire`). The
 //! sender's PID is not taken from the frame: the kernel attests it (`SO_PEERCRED`, in
 //! tessera's PID namespace, which is the host's with `hostPID`), so a process can speak only
-//! for itself. Counters of PIDs NVML does not list on a GPU are never shown.
+//! for itself. Counters of PIDs NVML does not list on a GPU are never shown, and their reports
+//! are counted as refused (`refused`), as are malformed frames and senders past capacity.
 //!
 //! tessera writes one thing back: a 16-byte control message (`tessera_probe::wire::Control`)
 //! when a process's device starts or stops being shared, so that its probe turns kernel
@@ -14,6 +15,7 @@
 //! (`ProbeBook::set_shared`); each connection's writer task sends.
 
 mod options;
+mod refused;
 mod socket;
 
 use std::collections::{HashMap, VecDeque};
@@ -23,9 +25,10 @@ use std::time::{Duration, Instant};
 use crate::model::compute::{ProbeReading, ProbeTimeline};
 
 pub use options::{ProbeArgs, ProbeOptions};
+pub use refused::{Refusal, RefusedCounts, UNLISTED_GRACE};
 pub use socket::{spawn_receiver, ProbeSocketError};
 pub use tessera_probe::wire::{
-    Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, FLAG_PROFILER, UNTRACED,
+    Bucket, Frame, BUCKET_NS, FLAG_DISABLED, FLAG_FULL, FLAG_NO_CUPTI, FLAG_PROFILER, UNTRACED,
 };
 
 /// More connections than any node runs GPU processes; past this new ones are refused.
@@ -155,10 +158,17 @@ struct PidReports {
     disabled: bool,
     /// Its latest frame said a profiler in the process holds CUPTI (with `disabled`).
     profiler: bool,
+    /// Its latest frame said the probe found no CUPTI to load (with `disabled`).
+    no_cupti: bool,
     /// Its latest frame carried totals only (wire version 1: no clock, no timeline).
     totals_only: bool,
     /// Only once a full frame (the first of a connection) arrived.
     timeline: Option<Timeline>,
+    /// When this sender's first report arrived.
+    first_at: Option<Instant>,
+    /// Reports since NVML last listed the sender on a GPU (or since they were last counted
+    /// as refused).
+    unclaimed: u64,
 }
 
 /// What the receiver has heard, shared with the sampler thread.
@@ -175,6 +185,8 @@ pub struct ProbeBook {
     records: Arc<Mutex<HashMap<u32, Instant>>>,
     /// Bumped when `records` changes, so each connection's writer wakes.
     records_changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Reports received and not used, by why.
+    refused: Arc<RefusedCounts>,
 }
 
 impl ProbeBook {
@@ -187,6 +199,44 @@ impl ProbeBook {
             keep_buckets: (keep.as_nanos() / u128::from(BUCKET_NS)) as usize,
             records: Arc::default(),
             records_changed: Arc::new(tokio::sync::watch::Sender::new(0)),
+            refused: Arc::default(),
+        }
+    }
+
+    /// Counts a report set aside before it reached the book (a malformed frame).
+    pub fn refuse(&self, why: Refusal) {
+        self.refused.add(why, 1);
+    }
+
+    /// Refused reports so far, by reason.
+    pub fn refused(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.refused.totals()
+    }
+
+    /// Settles the reports received since the last sample against NVML's process lists:
+    /// `listed` are the PIDs NVML lists on some GPU now. A listed sender's reports are the
+    /// ones readings are taken from. A sender still unlisted `grace` after its first report
+    /// (`UNLISTED_GRACE` or more) is on no GPU: its reports so far, and from then on each new
+    /// one at the next sample, are counted as refused. They were never shown either way:
+    /// readings are only asked for listed PIDs.
+    pub fn settle_unlisted(&self, listed: &[u32], now: Instant, grace: Duration) {
+        let Ok(mut map) = self.inner.lock() else {
+            return;
+        };
+        let mut refused = 0;
+        for (pid, r) in map.iter_mut() {
+            if listed.contains(pid) {
+                r.unclaimed = 0;
+            } else if r
+                .first_at
+                .is_some_and(|t| now.saturating_duration_since(t) >= grace)
+            {
+                refused += std::mem::take(&mut r.unclaimed);
+            }
+        }
+        drop(map);
+        if refused > 0 {
+            self.refused.add(Refusal::NoGpuProcess, refused);
         }
     }
 
@@ -230,9 +280,13 @@ impl ProbeBook {
             return;
         };
         if !map.contains_key(&pid) && map.len() >= MAX_CONNECTIONS {
+            drop(map);
+            self.refused.add(Refusal::OverCapacity, 1);
             return;
         }
         let e = map.entry(pid).or_default();
+        e.first_at.get_or_insert(at);
+        e.unclaimed += 1;
         // Counters only grow within one process; a smaller one is a new process under a
         // reused PID (or a lie), and history before it means nothing.
         if e.reports
@@ -250,6 +304,7 @@ impl ProbeBook {
         }
         e.disabled = disabled;
         e.profiler = disabled && frame.flags & FLAG_PROFILER != 0;
+        e.no_cupti = disabled && frame.flags & FLAG_NO_CUPTI != 0;
         e.reports.push_back(Report {
             at,
             busy_ns: frame.busy_ns,
@@ -294,17 +349,18 @@ impl ProbeBook {
             .filter_map(|pid| {
                 let r = map.get(pid)?;
                 let last = *r.reports.back()?;
-                // A probe turned off reads as none; one whose records a profiler took says so,
-                // and has nothing else to say (`ProbeReading::profiler`).
+                // A probe turned off reads as none; one whose records a profiler took, or that
+                // found no CUPTI, says so, and has nothing else to say.
                 if r.disabled {
-                    return r.profiler.then(|| {
+                    return (r.profiler || r.no_cupti).then(|| {
                         (
                             *pid,
                             ProbeReading {
                                 busy_seconds: last.busy_ns as f64 / 1e9,
                                 kernels: last.kernels,
                                 silent: now.saturating_duration_since(last.at) > SILENT_AFTER,
-                                profiler: true,
+                                profiler: r.profiler,
+                                no_cupti: r.no_cupti,
                                 ..ProbeReading::default()
                             },
                         )
@@ -339,6 +395,7 @@ impl ProbeBook {
                         window_kernels,
                         totals_only: r.totals_only,
                         profiler: false,
+                        no_cupti: false,
                     },
                 ))
             })

@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use tessera_probe::wire::{Control, Frame, HEADER_LEN};
 
-use super::{ProbeBook, MAX_CONNECTIONS};
+use super::{ProbeBook, Refusal, MAX_CONNECTIONS};
 
 /// At most ten reports a second are read from one peer.
 const MIN_FRAME_GAP: Duration = Duration::from_millis(100);
@@ -139,12 +139,14 @@ async fn read_frames(mut stream: OwnedReadHalf, pid: u32, book: &ProbeBook) {
         }
         // Not our protocol: stop listening to this peer.
         let Some(rest) = head[..8].try_into().ok().and_then(Frame::rest_of_header) else {
+            book.refuse(Refusal::Malformed);
             return;
         };
         if stream.read_exact(&mut head[8..8 + rest]).await.is_err() {
             return;
         }
         let Some(h) = Frame::decode_header(&head[..8 + rest]) else {
+            book.refuse(Refusal::Malformed);
             return;
         };
         body.resize(h.bucket_bytes, 0);

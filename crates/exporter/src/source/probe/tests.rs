@@ -323,3 +323,84 @@ fn a_profiler_holding_cupti_gives_a_reading_that_says_so_until_records_are_back(
     assert!(!r.profiler);
     assert_eq!(r.busy_ratio, None);
 }
+
+#[test]
+fn a_sender_nvml_never_lists_has_every_report_refused_once_its_grace_is_over() {
+    let book = ProbeBook::new(Duration::from_secs(5));
+    let grace = UNLISTED_GRACE;
+    let t0 = Instant::now();
+    let refused = |b: &ProbeBook| b.refused()["no-gpu-process"];
+    for s in 0..5u64 {
+        let at = t0 + Duration::from_secs(s);
+        book.record(7, &frame(10 * s, s), at);
+        book.record(8, &frame(10 * s, s), at);
+        // pid 8 becomes a GPU process at its third report, as a CUDA process's context makes
+        // NVML list it a moment after its probe's first report.
+        let listed: &[u32] = if s >= 2 { &[8] } else { &[] };
+        book.settle_unlisted(listed, at, grace);
+    }
+    assert_eq!(refused(&book), 0, "within the grace nothing is refused");
+    let after = t0 + grace;
+    book.settle_unlisted(&[8], after, grace);
+    assert_eq!(refused(&book), 5, "pid 7's five reports, none of pid 8's");
+    book.record(7, &frame(60, 6), after);
+    book.record(8, &frame(60, 6), after);
+    book.settle_unlisted(&[8], after + Duration::from_secs(1), grace);
+    assert_eq!(refused(&book), 6, "and each one after, once");
+    book.settle_unlisted(&[8], after + Duration::from_secs(2), grace);
+    assert_eq!(refused(&book), 6, "a report is counted once");
+    assert!(book.readings(&[8], after).contains_key(&8));
+}
+
+#[test]
+fn a_sender_nvml_stops_listing_is_refused_from_then_on() {
+    let book = ProbeBook::new(Duration::from_secs(5));
+    let t0 = Instant::now();
+    book.record(9, &frame(0, 0), t0);
+    book.settle_unlisted(&[9], t0, UNLISTED_GRACE);
+    let later = t0 + UNLISTED_GRACE * 2;
+    book.record(9, &frame(10, 1), later);
+    book.record(9, &frame(20, 2), later);
+    book.settle_unlisted(&[], later, UNLISTED_GRACE);
+    assert_eq!(book.refused()["no-gpu-process"], 2);
+}
+
+#[test]
+fn a_sender_past_capacity_is_refused_and_counted() {
+    let book = ProbeBook::new(Duration::from_secs(5));
+    let t0 = Instant::now();
+    for pid in 0..MAX_CONNECTIONS as u32 {
+        book.record(pid, &frame(0, 0), t0);
+    }
+    assert_eq!(book.refused()["over-capacity"], 0);
+    book.record(MAX_CONNECTIONS as u32, &frame(0, 0), t0);
+    book.record(0, &frame(1, 1), t0);
+    assert_eq!(
+        book.refused()["over-capacity"],
+        1,
+        "a known sender still reports"
+    );
+}
+
+#[test]
+fn a_probe_without_cupti_gives_a_reading_that_says_so_and_nothing_else() {
+    let book = ProbeBook::new(Duration::from_secs(5));
+    let t0 = Instant::now();
+    let f = Frame {
+        flags: FLAG_DISABLED | FLAG_NO_CUPTI,
+        ..frame(0, 0)
+    };
+    book.record(4, &f, t0);
+    book.record(
+        5,
+        &Frame {
+            flags: FLAG_DISABLED,
+            ..frame(0, 0)
+        },
+        t0,
+    );
+    let r = book.readings(&[4, 5], t0);
+    assert!(!r.contains_key(&5), "a probe merely off reads as none");
+    assert!(r[&4].no_cupti && !r[&4].profiler, "{:?}", r[&4]);
+    assert_eq!(r[&4].busy_ratio, None);
+}
