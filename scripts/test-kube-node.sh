@@ -154,6 +154,11 @@ KC
 sed "s|certificate-authority: \"$state/pki/ca.crt\"|certificate-authority-data: \"$(base64 -w0 "$state/pki/ca.crt")\"|" \
   "$state/tessera.kubeconfig" >"$state/tessera-pod.kubeconfig"
 
+# The tenant image carries the probe and the stand-in CUPTI as the probe stages build them; a
+# clean checkout has neither yet at this stage.
+if [[ ! -f target/probe/libtessera_probe.so || ! -f target/probe/libfake_cupti.so ]]; then
+  scripts/build-probe.sh >/dev/null
+fi
 scripts/kube-real/images.sh "$state/images"
 phase=node
 scripts/kube-real/node.sh start "$state" "$bin" "$state/images"
