@@ -50,7 +50,7 @@ if [ -n "$plant" ]; then
   git apply "scripts/kube-real/plants/$plant.patch" || give_up "the planted fault $plant does not apply"
   trap unplant EXIT
 fi
-for tool in containerd runc ctr buildah busybox unshare nsenter go curl python3; do
+for tool in containerd runc ctr buildah busybox unshare nsenter go curl python3 gcc ldd; do
   command -v "$tool" >/dev/null || give_up "$tool is missing (scripts/install-test-deps.sh installs it)"
 done
 [ -e /sys/fs/cgroup/cpu/kubepods ] || [ -e /sys/fs/cgroup/unified/kubepods ] || [ -e /sys/fs/cgroup/kubepods ] \
