@@ -65,32 +65,7 @@ fn the_charts_pod_spec_runs_the_image_on_a_real_kubelet_and_joins_a_gpu_pod() {
     .expect("template json");
     let port = n.env["TESSERA_POD_PORT"].parse::<u16>().expect("port");
     let pids = n.dir.join("pids");
-    let exporter = exporter_pod(
-        &template,
-        &[
-            (
-                "fake-nvml",
-                support::fake_library().display().to_string(),
-                NVML_IN_IMAGE.to_owned(),
-            ),
-            (
-                "fake-nvml-scenario",
-                scenario_path.display().to_string(),
-                "/etc/tessera/fake-nvml.yaml".to_owned(),
-            ),
-            // The scenario names the app's PID by files in this folder.
-            (
-                "pids",
-                pids.display().to_string(),
-                pids.display().to_string(),
-            ),
-            (
-                "kubeconfig",
-                n.dir.join("tessera-pod.kubeconfig").display().to_string(),
-                "/etc/tessera/kubeconfig".to_owned(),
-            ),
-        ],
-    );
+    let exporter = exporter_pod(&template, &fake_node_mounts(&n, &scenario_path, &pids));
     n.create(exporter);
     let running = n.wait_running("tessera", "tessera-exporter", "tessera");
     let pid = n.task_pid(&running.id);
@@ -144,6 +119,38 @@ fn the_charts_pod_spec_runs_the_image_on_a_real_kubelet_and_joins_a_gpu_pod() {
 
 /// The DaemonSet's pod, as its controller would make it for this node, with what only this
 /// node needs added: each `(name, host path, path in the container)` mounted read-only.
+/// What tessera's pod mounts on the tier in place of a GPU node's: the fake NVML where the
+/// container toolkit puts the driver's library, its scenario, the folder in which the scenario
+/// names the tenants' PIDs, and the tier's kubeconfig.
+pub(super) fn fake_node_mounts(
+    n: &super::Node,
+    scenario_path: &std::path::Path,
+    pids: &std::path::Path,
+) -> Vec<(&'static str, String, String)> {
+    vec![
+        (
+            "fake-nvml",
+            support::fake_library().display().to_string(),
+            NVML_IN_IMAGE.to_owned(),
+        ),
+        (
+            "fake-nvml-scenario",
+            scenario_path.display().to_string(),
+            "/etc/tessera/fake-nvml.yaml".to_owned(),
+        ),
+        (
+            "pids",
+            pids.display().to_string(),
+            pids.display().to_string(),
+        ),
+        (
+            "kubeconfig",
+            n.dir.join("tessera-pod.kubeconfig").display().to_string(),
+            "/etc/tessera/kubeconfig".to_owned(),
+        ),
+    ]
+}
+
 pub(super) fn exporter_pod(template: &Value, mounts: &[(&str, String, String)]) -> Value {
     let mut spec = template["spec"].clone();
     // No pod network here (see kube_node::pod): the API server and the scrape are on loopback.

@@ -17,7 +17,6 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{install, Node, Scraped};
-use crate::support;
 
 pub const LIBRARY: &str = "/opt/tessera/lib/libtessera_probe.so";
 pub const INJECTION: &str = "CUDA_INJECTION64_PATH";
@@ -403,28 +402,7 @@ pub fn exporter(n: &Node, scenario_yaml: &str) -> Scraped {
     let pids = n.dir.join("pids");
     let pod = install::exporter_pod(
         &template,
-        &[
-            (
-                "fake-nvml",
-                support::fake_library().display().to_string(),
-                install::NVML_IN_IMAGE.to_owned(),
-            ),
-            (
-                "fake-nvml-scenario",
-                scenario_path.display().to_string(),
-                "/etc/tessera/fake-nvml.yaml".to_owned(),
-            ),
-            (
-                "pids",
-                pids.display().to_string(),
-                pids.display().to_string(),
-            ),
-            (
-                "kubeconfig",
-                n.dir.join("tessera-pod.kubeconfig").display().to_string(),
-                "/etc/tessera/kubeconfig".to_owned(),
-            ),
-        ],
+        &install::fake_node_mounts(n, &scenario_path, &pids),
     );
     let _ = std::fs::remove_file(socket(n));
     let created = n.create(pod);
