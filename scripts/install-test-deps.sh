@@ -7,6 +7,7 @@
 # containerd, runc, the CNI plugins and busybox-static, and the kubelet, for scripts/test-kube-node.sh;
 # binutils, ziglang and cargo-zigbuild for the CUDA probe's old-glibc build (scripts/build-probe.sh).
 # Debian's Rust with the arm64 standard library, the aarch64 cross gcc and qemu for the arm64 stage.
+# cargo-fuzz (crates.io) for the fuzz stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -93,14 +94,18 @@ fi
 [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || $sudo_cmd update-binfmts --enable qemu-aarch64
 # ---
 # --- the CUDA probe that loads in old tenant images (scripts/build-probe.sh): zig
-# links it against glibc 2.17 through cargo-zigbuild, both from PyPI; objdump checks it. The
-# fuzz stage (scripts/fuzz.sh) installs cargo-fuzz itself.
+# links it against glibc 2.17 through cargo-zigbuild, both from PyPI; objdump checks it.
 if ! command -v objdump >/dev/null; then
   $sudo_cmd apt-get update -q
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q binutils
 fi
 if ! command -v cargo-zigbuild >/dev/null || ! python3 -m ziglang version >/dev/null 2>&1; then
   python3 -m pip install -q -r tests/probe/requirements.txt
+fi
+# --- cargo-fuzz for the fuzz stage (scripts/fuzz.sh installs it too when run alone): built here,
+# where the test suite runs this script beside its first builds, not in the lane that fuzzes.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  cargo install cargo-fuzz --locked
 fi
 # ---
 if ! command -v kubectl >/dev/null; then

@@ -12,10 +12,6 @@ export TESSERA_TEST_LOGS=$LOGS
 echo "== logs in $LOGS"
 df -h . | tail -1
 
-# What the stages need beyond Rust, installed where missing: nothing below can run without it.
-stage deps scripts/install-test-deps.sh
-[[ $(stage_result deps) == passed ]] || exit 1
-
 stage fmt cargo fmt --all -- --check
 
 # The lints and the release build side by side: both only compile (nothing timed runs beside
@@ -34,9 +30,14 @@ lints() {
   # The release image's build: only the tessera crate is checked again.
   stage clippy-no-demo cargo clippy -p tessera --no-default-features --all-targets -- -D warnings
 }
+# What the stages need beyond Rust, installed where missing, beside the first builds, which need
+# none of it: much of the install waits on downloads (packages, Go modules), and those waits
+# give the builds the cores. Nothing after lanes_wait runs without it.
+lane deps stage deps scripts/install-test-deps.sh
 lane lints lints
 lane release stage release-build release_build
 lanes_wait
+[[ $(stage_result deps) == passed ]] || exit 1
 export TESSERA_BIN=$BIN/tessera FLEET_HISTORY_BIN=$BIN/fleet-history
 R=(--needs release-build)
 

@@ -472,6 +472,24 @@ pub struct ProcessMeta {
 }
 
 impl Scenario {
+    /// The phase timeline stretched `scale` times (phase starts and the loop's period), so that
+    /// a slow host (an emulated CPU) reaches a phase change at the point in its own run where a
+    /// native one does: after discovery and the first sample, not before. Durations of faults
+    /// and the figures themselves are left as they are.
+    pub fn stretch_timeline(&mut self, scale: f64) -> Result<(), String> {
+        if !(scale.is_finite() && scale >= 1.0) {
+            return Err(format!(
+                "a timeline scale must be a number ≥ 1, not {scale}"
+            ));
+        }
+        let stretch = |ms: u64| (ms as f64 * scale).round() as u64;
+        for phase in &mut self.phases {
+            phase.at_ms = stretch(phase.at_ms);
+        }
+        self.repeat_after_ms = self.repeat_after_ms.map(stretch);
+        Ok(())
+    }
+
     /// Every distinct (pid, gpu) across all phases, in first-seen order.
     pub fn processes(&self) -> Vec<ProcessMeta> {
         let mut out: Vec<ProcessMeta> = Vec::new();

@@ -35,6 +35,8 @@ pub const UNKNOWN: Ret = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
 pub const SCENARIO_ENV: &str = "TESSERA_FAKE_NVML_SCENARIO";
 /// Unix time in µs at which the scenario clock starts (default: the process's first init).
 pub const EPOCH_ENV: &str = "TESSERA_FAKE_NVML_EPOCH_US";
+/// How many times slower the scenario's phases come (≥ 1, default 1): for slow hosts.
+pub const TIMELINE_SCALE_ENV: &str = "TESSERA_FAKE_NVML_TIMELINE_SCALE";
 
 pub struct Runtime {
     pub world: Arc<World>,
@@ -405,7 +407,17 @@ fn clock_origin() -> (Instant, u64) {
 fn load_world() -> Result<World, String> {
     let path = std::env::var_os(SCENARIO_ENV)
         .ok_or_else(|| format!("{SCENARIO_ENV} is not set; point it at a scenario YAML file"))?;
-    let scenario = Scenario::load(std::path::Path::new(&path))?;
+    let mut scenario = Scenario::load(std::path::Path::new(&path))?;
+    if let Some(v) = std::env::var_os(TIMELINE_SCALE_ENV) {
+        let v = v.to_string_lossy();
+        let scale = v
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| format!("{TIMELINE_SCALE_ENV}={v} is not a number"))?;
+        scenario
+            .stretch_timeline(scale)
+            .map_err(|e| format!("{TIMELINE_SCALE_ENV}: {e}"))?;
+    }
     World::from_scenario(&scenario).map_err(|e| {
         format!(
             "{}: invalid scenario: {e}",

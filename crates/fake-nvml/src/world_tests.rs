@@ -191,3 +191,27 @@ fn a_process_names_its_pid_or_a_pid_file_but_not_both() {
         "phases[0]: pid_file /run/a.pid is listed twice on GPU 0"
     );
 }
+
+#[test]
+fn a_stretched_timeline_changes_phase_later_and_only_then() {
+    let yaml = "repeat_after_ms: 1000
+gpus: [{ sku: h100-80gb-hbm3 }]
+phases:
+  - { at_ms: 0, processes: [] }
+  - { at_ms: 300, processes: [{ pid: 1, gpu: 0, memory_mib: 810, sm_util: 40, mem_util: 10 }] }";
+    let mut s = Scenario::parse(yaml).unwrap();
+    s.stretch_timeline(10.0).unwrap();
+    assert_eq!((s.phases[1].at_ms, s.repeat_after_ms), (3000, Some(10000)));
+    let w = World::from_scenario(&s).unwrap();
+    assert_eq!(w.timeline.phase_at(2999.0), 0);
+    assert_eq!(w.timeline.phase_at(3000.0), 1);
+    assert_eq!(
+        w.timeline.phase_at(10001.0),
+        0,
+        "the loop's period is stretched too"
+    );
+    for bad in [0.5, 0.0, -2.0, f64::NAN, f64::INFINITY] {
+        let mut s = Scenario::parse(yaml).unwrap();
+        assert!(s.stretch_timeline(bad).is_err(), "{bad}");
+    }
+}
