@@ -22,7 +22,7 @@ $sudo_cmd systemctl stop prometheus 2>/dev/null || true
 if ! command -v kubernetes-validate >/dev/null || ! python3 -c 'import yaml' 2>/dev/null; then
   python3 -m pip install -q -r tests/prometheus/requirements.txt
 fi
-# --- install on a cluster (issue 11): image build/run, Alertmanager, Helm rendering
+# --- install on a cluster: image build/run, Alertmanager, Helm rendering
 if ! command -v buildah >/dev/null || ! command -v podman >/dev/null || ! command -v runc >/dev/null \
   || ! command -v prometheus-alertmanager >/dev/null || ! command -v amtool >/dev/null; then
   $sudo_cmd apt-get update -q
@@ -34,7 +34,7 @@ if ! python3 -c 'import helm_python, kubernetes_validate, yaml' 2>/dev/null; the
   python3 -m pip install -q -r tests/helm/requirements.txt
 fi
 # ---
-# --- fleet at scale (issue 22): VictoriaMetrics, vmagent and vmalert beside Prometheus
+# --- fleet at scale: VictoriaMetrics, vmagent and vmalert beside Prometheus
 # (xz unpacks the replayed fleet's captures, tests/data/fleet-captures-16.tar.xz.)
 if ! command -v victoria-metrics >/dev/null || ! command -v vmagent >/dev/null || ! command -v vmalert >/dev/null \
   || ! command -v xz >/dev/null; then
@@ -44,7 +44,7 @@ fi
 # Debian's victoria-metrics starts a system service; scripts/fleet.sh runs its own.
 $sudo_cmd systemctl stop victoria-metrics 2>/dev/null || true
 # ---
-# --- a real Kubernetes API server (issue 36): kube-apiserver and etcd built from the Go module
+# --- a real Kubernetes API server: kube-apiserver and etcd built from the Go module
 # proxy with the machine's Go (scripts/kube-real/build.sh), cached in ~/.cache/tessera-k8s/<version>;
 # openssl makes the control plane's certificates. kubectl, where the machine has none, is built
 # from the same module and linked onto the PATH: the manifest tests need it too.
@@ -60,7 +60,7 @@ for version in ${TESSERA_KUBE_VERSIONS:-v1.37.2}; do
     $sudo_cmd ln -sf "${TESSERA_K8S_CACHE:-$HOME/.cache/tessera-k8s}/$version/bin/kubectl" /usr/local/bin/kubectl
   fi
 done
-# --- a real node (issue 43, scripts/test-kube-node.sh): containerd and runc run its pods, the
+# --- a real node (scripts/test-kube-node.sh): containerd and runc run its pods, the
 # CNI loopback plugin gives them a network namespace, a static busybox makes their image; the
 # kubelet is built like kube-apiserver. Where installing containerd starts its service, it is
 # stopped: the tier runs its own.

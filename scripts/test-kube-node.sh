@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-node tier (issue 43): etcd + kube-apiserver (scripts/kube-real/control-plane.sh),
+# The real-node tier: etcd + kube-apiserver (scripts/kube-real/control-plane.sh),
 # containerd + runc and a kubelet (scripts/kube-real/node.sh), the device-plugin fixture, and
 #   - tests/kube_node_e2e.rs: pods holding GPUs (exclusive, time-sliced, MPS, MIG), each QoS
 #     class, an init container, a restart in place, a deletion, kubelet and containerd restarts,

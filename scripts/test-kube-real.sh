@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real-API-server tier (issue 36): for each Kubernetes version, etcd + kube-apiserver
+# The real-API-server tier: for each Kubernetes version, etcd + kube-apiserver
 # (scripts/kube-real/), the chart rendered by the Helm engine and by kustomize and applied, then
 #   - tests/kube_real_e2e.rs: the pod reflector, DRA claims and the RBAC rules (tessera with the
 #     token of the rendered service account), the RBAC test once per rendering;

@@ -50,9 +50,9 @@ if ((free_kib < 8 * 1024 * 1024)); then
 fi
 # Alone: end-to-end tests that time their waits get the cores to themselves.
 stage cargo-test cargo test --workspace
-# A real Kubernetes API server (issue 36); its cargo build is the one cargo-test made.
+# A real Kubernetes API server; its cargo build is the one cargo-test made.
 stage kube-real --expect '^test_kube_real: [0-9]+ passed, 0 failed$' scripts/test-kube-real.sh
-# A real node (issue 43): kubelet + containerd + runc, pods holding GPUs through the
+# A real node: kubelet + containerd + runc, pods holding GPUs through the
 # device-plugin API, tessera's image from the chart's pod spec; the machine checked unchanged.
 # Alone: it starts a node's daemons and builds the image.
 stage kube-node --expect '^test_kube_node: [0-9]+ passed, 0 failed$' scripts/test-kube-node.sh

@@ -160,11 +160,19 @@ fn history_in(text: &str) -> Vec<usize> {
 
 /// The `.rs` files under `dir`.
 fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    files_with(dir, &["rs"], out);
+}
+
+/// The files under `dir` whose extension is one of `extensions`.
+fn files_with(dir: &Path, extensions: &[&str], out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
-            sources(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
+            files_with(&path, extensions, out);
+        } else if path
+            .extension()
+            .is_some_and(|x| extensions.iter().any(|e| x == *e))
+        {
             out.push(path);
         }
     }
@@ -182,6 +190,14 @@ fn the_products_code_carries_no_issue_history() {
         }
     }
     assert!(files.len() > 100, "read {} files", files.len());
+    // The scripts that build and test it are code too.
+    let rust = files.len();
+    files_with(&root.join("scripts"), &["sh", "py"], &mut files);
+    assert!(
+        files.len() > rust + 20,
+        "read {} scripts",
+        files.len() - rust
+    );
     let mut found = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();

@@ -258,6 +258,19 @@ fn processes_that_leave_take_their_series_with_them() {
         m = e.metrics();
         m.contains(r#"pid="5103""#) && m.contains(r#"pid="5202""#)
     });
+    // Memory utilization is read every few seconds while nothing needs it each cycle: on a slow
+    // host the read before the change may be the one that stands. The golden file is the
+    // phase after, once that read came.
+    e.wait_until("memory utilization of the phase after", |e| {
+        let m = e.metrics();
+        let mem = |gpu: &str| {
+            value(
+                &m,
+                &format!(r#"gpu_memory_utilization_ratio{{node="test-node",gpu="{gpu}""#),
+            )
+        };
+        mem("0") == Some(0.18) && mem("1") == Some(0.2)
+    });
     let m = e.settle();
     assert!(
         !m.contains(r#"pid="5101""#) && !m.contains(r#"pid="5201""#),
