@@ -68,18 +68,26 @@ def name_re(name):
 AGG_OF_SELECTOR = re.compile(r"^\s*(\w+) by \(([^)]*)\) \(\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*\)\s*$")
 
 
+LEFT_JOIN = re.compile(r"^\s*(\w+)\(\s*([A-Za-z_:][A-Za-z0-9_:]*)(\[[^\]]+\])\s*\)(\s*\*\s*on\s*\([^)]*\)\s*group_left\s*\(\s*\)\s*)(.*)$",
+                       re.S)
+
+
 def written_out(name, body, matchers):
     """A record's definition in place of a selector of it. Matchers on the record go into its
-    definition's selector where the definition is one aggregation of one selector and they name
-    only grouping labels (filtering the groups or the series they come from is the same)."""
+    definition's selector where filtering that selector's series is filtering the record's:
+    the definition is one aggregation of one selector and the matchers name only grouping
+    labels, or a range function of one selector joined `group_left ()` to one aggregation of
+    one selector (the result keeps the left side's labels)."""
     if not matchers:
         return f"({body.strip()})"
-    m = AGG_OF_SELECTOR.match(body)
-    labels = {x.strip() for x in m.group(2).split(",")} if m else set()
     named = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", matchers))
-    if not m or not named <= labels:
-        raise SystemExit(f"layered.py: {name}{matchers}: cannot write the matchers into {body.strip()}")
-    return f"({m.group(1)} by ({m.group(2)}) ({m.group(3)}{matchers}))"
+    m = AGG_OF_SELECTOR.match(body)
+    if m and named <= {x.strip() for x in m.group(2).split(",")}:
+        return f"({m.group(1)} by ({m.group(2)}) ({m.group(3)}{matchers}))"
+    j = LEFT_JOIN.match(body)
+    if j and AGG_OF_SELECTOR.match(j.group(5)):
+        return f"({j.group(1)}({j.group(2)}{matchers}{j.group(3)}){j.group(4)}{j.group(5).strip()})"
+    raise SystemExit(f"layered.py: {name}{matchers}: cannot write the matchers into {body.strip()}")
 
 
 def expand(expr, defs, depth=0):
