@@ -14,7 +14,9 @@
 # read hours of them. Then, for --seconds, every round of every group is read from
 # prometheus_rule_group_last_duration_seconds (one value per evaluation, keyed by its
 # timestamp) and every rule's evaluationTime from /api/v1/rules. Prints, per group, A's and
-# B's median / max and rounds, and the slowest rules of each; --out writes them as JSON.
+# B's median / max and rounds (and the medians of the first and second half of the rounds),
+# and the slowest rules of each; --out writes them as JSON, with every round and the age of
+# the live data at it.
 # Needs prometheus/promtool (2.42+), python3 with PyYAML, curl, FLEET_HISTORY_BIN.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -143,9 +145,10 @@ done
 for p in "${settles[@]}"; do wait "$p" || true; done
 for side in a b; do echo "side $side: $(tail -n 1 "$tmp/settle-$side.log")"; done
 echo "measuring for $seconds s from $(date +%s)"
-python3 - "http://127.0.0.1:${port[a]}" "http://127.0.0.1:${port[b]}" "$seconds" "$eval" "$a" "$b" "$nodes" "$out" <<'EOF'
+python3 - "http://127.0.0.1:${port[a]}" "http://127.0.0.1:${port[b]}" "$seconds" "$eval" "$a" "$b" "$nodes" "$out" "$hist_to" <<'EOF'
 import json, re, statistics, sys, time, urllib.request
-pa, pb, seconds, ev, da, db, nodes, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:]
+pa, pb, seconds, ev, da, db, nodes, out, hist_to = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:]
+hist_to = int(hist_to)
 sides = {"A": pa, "B": pb}
 rounds = {s: {} for s in sides}   # group -> {evaluation timestamp: duration}
 rules = {s: {} for s in sides}    # rule -> {evaluation timestamp: seconds}
@@ -167,18 +170,25 @@ while time.time() < end:
                 rules[s].setdefault(r["name"], {})[r.get("lastEvaluation")] = r.get("evaluationTime") or 0.0
     load.append(float(open("/proc/loadavg").read().split()[0]))
     time.sleep(ev / 3)
-res = {"nodes": int(nodes), "seconds": seconds, "a": da, "b": db, "load_average_1m": {
-       "median": statistics.median(load), "max": max(load)}, "groups": {}, "rules": {}}
+# Each round with the age of the live data then (seconds since the backfilled history ends):
+# a window longer than that age still reads the backfilled blocks, which cost more per series
+# than the head; the halves' medians show how the groups' times move as the windows leave them.
+res = {"nodes": int(nodes), "seconds": seconds, "a": da, "b": db, "history_end": hist_to, "load_average_1m": {
+       "median": statistics.median(load), "max": max(load)}, "groups": {}, "rules": {}, "rounds": {}}
 print(f"\n{int(nodes) * 9} GPUs, {seconds} s, load average median {statistics.median(load):.1f} (max {max(load):.1f})")
-print(f"{'group':30} {'A median / max s (rounds)':>28} {'B median / max s (rounds)':>28}")
+print(f"{'group':30} {'A median / max s (rounds)':>28} {'B median / max s (rounds)':>28}   medians, first / second half: A, B")
 for g in sorted(set(rounds["A"]) | set(rounds["B"])):
-    row = {}
+    row, halves = {}, []
     for s in sides:
-        v = list(rounds[s].get(g, {}).values())
+        got = sorted(rounds[s].get(g, {}).items())
+        v = [d for _, d in got]
         row[s] = {"median": statistics.median(v), "max": max(v), "rounds": len(v)} if v else None
+        res["rounds"].setdefault(g, {})[s] = [[round(t - hist_to, 1), round(d, 4)] for t, d in got]
+        h = len(v) // 2
+        halves.append(f"{statistics.median(v[:h]):.3f} / {statistics.median(v[h:]):.3f}" if h else "—")
     res["groups"][g] = row
     fmt = lambda r: f"{r['median']:.3f} / {r['max']:.3f} ({r['rounds']})" if r else "—"
-    print(f"{g:30} {fmt(row['A']):>28} {fmt(row['B']):>28}")
+    print(f"{g:30} {fmt(row['A']):>28} {fmt(row['B']):>28}   {halves[0]}, {halves[1]}")
 for s in sides:
     med = {n: statistics.median(v.values()) for n, v in rules[s].items() if v}
     top = sorted(med.items(), key=lambda kv: -kv[1])[:12]
