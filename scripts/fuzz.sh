@@ -9,7 +9,7 @@
 #   FUZZ_SANITIZER  address (default), leak, memory, thread or none
 #   FUZZ_TIMEOUT    seconds one input may take before libFuzzer calls it a hang (default 10)
 #   FUZZ_PROFILE    release (default: optimized, debug assertions on; long campaigns) or dev (unoptimized: builds
-#                   in about half the CPU time and runs fewer inputs a second; CI's short runs)
+#                   in about 40 % of the CPU time and runs fewer inputs a second; CI's short runs)
 #   CARGO_TARGET_DIR  defaults to fuzz/target
 #
 # Works on the stable toolchain: cargo-fuzz passes `-Zsanitizer=…` to rustc, which stable accepts

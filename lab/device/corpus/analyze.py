@@ -37,6 +37,7 @@ import sys
 from collections import defaultdict
 
 SLACK = 0.01
+LONG_KINDS = ("gemm16k", "prefill", "conv-big")
 
 
 def open_text(path):
@@ -211,7 +212,8 @@ def tally_draw(d):
     # A split disputed where a lying probe shares the device is the alarm working: counted
     # apart (`beside a liar`), not as a false dispute of its honest co-tenants.
     liar_here = any(t.get("liar") and t.get("pid") is not None for t in d["tenants"])
-    heavy = d.get("class") == "heavy"
+    # Issue 54's long-kernel class is judged as the heavy one is.
+    heavy = d.get("class") in ("heavy", "long")
     for ten in d["tenants"]:
         pid, truth = str(ten.get("pid")), ten.get("truth")
         row = {"slot": ten["slot"], "kind": ten["kind"], "liar": ten.get("liar"), "duty": ten["duty"],
@@ -352,6 +354,13 @@ def corpus(paths):
         by_mode[group].add(t)
         if not any(x.get("liar") for x in d["tenants"]):
             by_mode[group + ", draws without a liar"].add(t)
+        # Issue 54: the long-kernel tenants on their own, and each kind apart.
+        if any(x["kind"] in LONG_KINDS for x in d["tenants"]):
+            lt, _ = tally_draw({**d, "tenants": [x for x in d["tenants"] if x["kind"] in LONG_KINDS]})
+            by_mode[f"{group}, long-kernel tenants"].add(lt)
+            for x in d["tenants"]:
+                kt, _ = tally_draw({**d, "tenants": [x]})
+                by_mode[f"{group}, {x['kind']}"].add(kt)
         for i, r in enumerate(rows):
             name = r["kind"] + (f" (liar: {r['liar']})" if r["liar"] else "")
             fig = mean(r["figs"])

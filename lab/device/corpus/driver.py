@@ -61,6 +61,22 @@ HEAVY_MPS_POOL = [("enc-graph-0", "enc-graph", None), ("enc-graph-1", "enc-graph
                   ("mlp-train-0", "mlp-train", None), ("timm-big-0", "timm-big", None),
                   ("holder-0", "holder", None),
                   ("forge-over20", "gemm6k", "forge-over20"), ("forge-under20", "enc-graph", "forge-under20")]
+# Issue 54's long-kernel class: tenants whose kernels run 2-12 ms and more (a 16k GEMM stream, a
+# long-prompt prefill, a large-batch convolution), each beside the launch-bound eager decoder
+# and beside a graph-served encoder, time-sliced and under MPS.
+LONG_KINDS = ["gemm16k", "prefill", "conv-big"]
+LONG_TS_POOL = [("gemm16k-0", "gemm16k", None), ("prefill-0", "prefill", None),
+                ("conv-big-0", "conv-big", None), ("dec-eager-0", "dec-eager", None),
+                ("enc-graph-0", "enc-graph", None)]
+LONG_MPS_POOL = list(LONG_TS_POOL)
+# Who runs beside whom: every long kind beside the decoder and beside the graph encoder, and the
+# 16k GEMM (the issue's case) beside both at once; drawn in this order, duties from the seed.
+LONG_TS_PAIRS = [("gemm16k", "dec-eager"), ("gemm16k", "enc-graph"), ("prefill", "dec-eager"),
+                 ("conv-big", "enc-graph"), ("gemm16k", "dec-eager", "enc-graph"),
+                 ("prefill", "enc-graph"), ("conv-big", "dec-eager"), ("gemm16k", "dec-eager"),
+                 ("gemm16k", "enc-graph"), ("prefill", "dec-eager")]
+LONG_MPS_PAIRS = [("gemm16k", "enc-graph"), ("gemm16k", "dec-eager"), ("prefill", "enc-graph"),
+                  ("conv-big", "dec-eager"), ("gemm16k", "dec-eager", "enc-graph")]
 DUR, SKIP, LEAD = 22.0, 10.0, 2.0
 PORT = 9950
 URL = f"http://127.0.0.1:{PORT}"
@@ -124,6 +140,25 @@ def plan_heavy(seed, n, mode, pool):
             tenants.append({"slot": slot, "kind": kind, "liar": None, "duty": 0.0, "arrival": "poisson",
                             "seed": rng.randrange(1 << 30)})
         out.append({"draw": f"heavy-{mode}-{k}", "mode": mode, "class": "heavy", "rate_by": "kernel",
+                    "tenants": tenants})
+    return out
+
+
+def plan_long(seed, mode, pairs):
+    """Issue 54's long-kernel draws: each combination of `pairs` once, in order; a long kind asks
+    0.25-0.5 of the device as kernel time, the graph encoder 0.15-0.35, the eager decoder
+    0.12-0.2 (launch-bound: it cannot deliver much more as kernel time)."""
+    rng = random.Random(f"{seed}-long-{mode}")
+    asked = {"enc-graph": (0.15, 0.35), "dec-eager": (0.12, 0.2)}
+    out = []
+    for k, kinds in enumerate(pairs):
+        tenants = []
+        for kind in kinds:
+            lo, hi = asked.get(kind, (0.25, 0.5))
+            tenants.append({"slot": f"{kind}-0", "kind": kind, "liar": None, "duty": round(rng.uniform(lo, hi), 3),
+                            "arrival": rng.choice(["poisson", "poisson", "bursty", "periodic"]),
+                            "seed": rng.randrange(1 << 30)})
+        out.append({"draw": f"long-{mode}-{k}", "mode": mode, "class": "long", "rate_by": "kernel",
                     "tenants": tenants})
     return out
 
@@ -427,7 +462,7 @@ def main():
     p.add_argument("--skip", type=float, default=SKIP, help="reads begin this long into a draw")
     p.add_argument("--gpu", type=int, help="run on this GPU only (its tenants, MPS daemon, port and "
                    "folders its own), so that one host runs several corpora side by side")
-    p.add_argument("--classes", default="light", help="light, heavy or both (comma-separated)")
+    p.add_argument("--classes", default="light", help="light, heavy, long (issue 54's long kernels), comma-separated")
     p.add_argument("--modes", default="ts,mps", help="ts, mps or both")
     p.add_argument("--heavy-share", type=float, default=0.5, help="share of the draws that are heavy")
     p.add_argument("--alone", action="store_true", help="first, each heavy kind alone with records on")
@@ -462,6 +497,15 @@ def main():
             mps_draws = interleave(hmps, mps_draws, share)
         else:
             ts_draws, mps_draws = hts, hmps
+    if "long" in classes:
+        lts, lmps = plan_long(args.seed, "ts", LONG_TS_PAIRS), plan_long(args.seed, "mps", LONG_MPS_PAIRS)
+        ts_pool += [s for s in LONG_TS_POOL if s not in ts_pool]
+        mps_pool += [s for s in LONG_MPS_POOL if s not in mps_pool]
+        if ts_draws or mps_draws:  # beside another class: interleaved, long first
+            ts_draws = interleave(lts, ts_draws, args.heavy_share)
+            mps_draws = interleave(lmps, mps_draws, args.heavy_share)
+        else:
+            ts_draws, mps_draws = lts, lmps
     if "ts" not in modes:
         ts_draws = []
     if "mps" not in modes:

@@ -24,7 +24,8 @@ class FakeKind:
     MS = {"hf-graph": [20, 40], "hf-eager": [60, 90], "timm": [3, 8, 25], "st-embed": [4, 9, 15],
           "train": [30], "cbatch": [2, 3, 4, 6, 9], "ddp": [25], "holder": [0], "gemm": [1, 6],
           "enc-graph": [2, 6, 11], "enc-eager": [3, 8, 14], "gemm6k": [2, 3], "mlp-train": [12],
-          "timm-big": [3, 6, 12]}
+          "timm-big": [3, 6, 12],
+          "gemm16k": [12, 24], "prefill": [20, 40], "conv-big": [5, 10], "dec-eager": [40, 60, 90]}
 
     def __init__(self, kind):
         self.kind, self.ms = kind, self.MS[kind]

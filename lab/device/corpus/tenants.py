@@ -16,6 +16,8 @@ with CUDA-event ms (it counts launch gaps: higher for launch-bound eager tenants
 
 Kinds: hf-graph, hf-eager, timm, st-embed, train, cbatch, ddp (2 ranks, NCCL, GPUs 0 and 1),
 holder (memory, a spinning core, no kernel), gemm (bf16 matmuls; the lying probes' tenant).
+Issue 42's heavy kinds: enc-graph, enc-eager, gemm6k, mlp-train, timm-big; issue 54's long-kernel
+kinds: gemm16k, prefill, conv-big, and the launch-bound eager decoder drawn beside them, dec-eager.
 
 Every request served inside a draw is also logged, `reqs`: [mid-time, solo kernel ms], so a
 read's truth can be taken over the read's own window (analyze.py), not the draw's mean."""
@@ -330,6 +332,120 @@ class MlpTrain:
         torch.cuda.synchronize()
 
 
+class Gemm16k:
+    """A bf16 16384 x 16384 GEMM stream (issue 54's long kernels): each matmul ~12 ms, far past
+    a time slice; a request one or two of them back to back."""
+    CLASSES = [1, 2]
+    WEIGHTS = [0.5, 0.5]
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        self.a = torch.randn(16384, 16384, device=DEV, dtype=torch.bfloat16)
+        self.b = torch.randn(16384, 16384, device=DEV, dtype=torch.bfloat16)
+        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+
+    def serve(self, i):
+        for _ in range(self.CLASSES[i]):
+            self.a @ self.b
+        torch.cuda.synchronize()
+
+
+class Prefill:
+    """A long-prompt prefill (issue 54): two transformer layers (d 4096, 32 heads of 128, FFN
+    11008) over one prompt of 16k or 24k tokens, causal flash attention; kernels of 1-8 ms."""
+    CLASSES = [16384, 24576]
+    WEIGHTS = [0.5, 0.5]
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        d, f = 4096, 11008
+        mk = lambda *s: torch.randn(*s, device=DEV, dtype=torch.bfloat16) * 0.02  # noqa: E731
+        self.layers = [(mk(d, 3 * d), mk(d, d), mk(d, 2 * f), mk(f, d)) for _ in range(2)]
+        self.inputs = [mk(n, d) for n in self.CLASSES]
+        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+
+    def serve(self, i):
+        import torch.nn.functional as F
+        x = self.inputs[i]
+        n = x.shape[0]
+        with torch.inference_mode():
+            for wqkv, wo, wup, wdown in self.layers:
+                q, k, v = (x @ wqkv).view(n, 3, 32, 128).permute(1, 2, 0, 3).unsqueeze(1)
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                x = x + a.squeeze(0).permute(1, 0, 2).reshape(n, 4096) @ wo
+                g, u = (x @ wup).chunk(2, dim=-1)
+                x = x + (F.silu(g) * u) @ wdown
+        torch.cuda.synchronize()
+
+
+class ConvBig:
+    """A large-batch convolution (issue 54): a 3x3, 128-channel conv over 112x112 images at
+    batch 128 or 256 in bf16 (channels last), then a ReLU: kernels of a few milliseconds."""
+    CLASSES = [128, 256]
+    WEIGHTS = [0.5, 0.5]
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        torch.backends.cudnn.benchmark = True
+        self.conv = torch.nn.Conv2d(128, 128, 3, padding=1).to(
+            DEV, torch.bfloat16, memory_format=torch.channels_last).eval()
+        self.inputs = [torch.randn(b, 128, 112, 112, device=DEV, dtype=torch.bfloat16)
+                       .to(memory_format=torch.channels_last) for b in self.CLASSES]
+        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+
+    def serve(self, i):
+        with torch.inference_mode():
+            torch.relu_(self.conv(self.inputs[i]))
+        torch.cuda.synchronize()
+
+
+class DecEager:
+    """An eager LLM-style decoder (issue 54's launch-bound tenant): 12 layers, d 1024, 16 heads,
+    a preallocated KV cache of 1024, greedy decoding of 32 tokens from position 512 at batch 1,
+    8 or 32, in plain PyTorch: ~20 small kernels a layer, launched one by one from Python."""
+    CLASSES = [1, 8, 32]
+    WEIGHTS = [0.4, 0.4, 0.2]
+    LAYERS, D, HEADS, CACHE, START, NEW, VOCAB = 12, 1024, 16, 1024, 512, 32, 32000
+
+    def __init__(self, seed):
+        torch.manual_seed(seed)
+        d, f = self.D, 2816
+        mk = lambda *s: torch.randn(*s, device=DEV, dtype=torch.bfloat16) * 0.02  # noqa: E731
+        self.emb, self.head = mk(self.VOCAB, d), mk(d, self.VOCAB)
+        self.layers = [(mk(d, 3 * d), mk(d, d), mk(d, 2 * f), mk(f, d), torch.ones(d, device=DEV,
+                        dtype=torch.bfloat16), torch.ones(d, device=DEV, dtype=torch.bfloat16))
+                       for _ in range(self.LAYERS)]
+        self.caches = {b: [(torch.randn(b, self.HEADS, self.CACHE, d // self.HEADS, device=DEV, dtype=torch.bfloat16),
+                            torch.randn(b, self.HEADS, self.CACHE, d // self.HEADS, device=DEV, dtype=torch.bfloat16))
+                           for _ in range(self.LAYERS)] for b in self.CLASSES}
+        self.tokens = {b: torch.randint(5, self.VOCAB, (b,), device=DEV) for b in self.CLASSES}
+        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
+
+    @staticmethod
+    def norm(x, w):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * w
+
+    def serve(self, i):
+        import torch.nn.functional as F
+        b = self.CLASSES[i]
+        h, hd = self.HEADS, self.D // self.HEADS
+        tok = self.tokens[b]
+        with torch.inference_mode():
+            for step in range(self.NEW):
+                pos = self.START + step
+                x = self.emb[tok]
+                for (wqkv, wo, wup, wdown, n1, n2), (kc, vc) in zip(self.layers, self.caches[b]):
+                    q, k, v = (self.norm(x, n1) @ wqkv).view(b, 3, h, 1, hd).unbind(1)
+                    kc[:, :, pos:pos + 1].copy_(k)
+                    vc[:, :, pos:pos + 1].copy_(v)
+                    a = F.scaled_dot_product_attention(q, kc[:, :, :pos + 1], vc[:, :, :pos + 1])
+                    x = x + a.reshape(b, self.D) @ wo
+                    g, u = (self.norm(x, n2) @ wup).chunk(2, dim=-1)
+                    x = x + (F.silu(g) * u) @ wdown
+                tok = (x @ self.head).argmax(-1)
+        torch.cuda.synchronize()
+
+
 class Holder:
     """Holds 2 GiB of device memory and, during a draw, spins a CPU core; launches nothing.
     Its truth is 0: with its probe on it must count idle."""
@@ -375,6 +491,14 @@ def build(kind, seed, rank=0, store_file="/tmp/corpus-ddp-store"):
         return Gemm6k(seed)
     if kind == "mlp-train":
         return MlpTrain(seed)
+    if kind == "gemm16k":
+        return Gemm16k(seed)
+    if kind == "prefill":
+        return Prefill(seed)
+    if kind == "conv-big":
+        return ConvBig(seed)
+    if kind == "dec-eager":
+        return DecEager(seed)
     raise SystemExit(f"unknown kind {kind}")
 
 
