@@ -295,13 +295,14 @@ class Encoder:
 class Gemm6k:
     """A bf16 6144 x 6144 GEMM stream (issue 42): each matmul ~0.7 ms on an H100, a request two
     or four of them back to back."""
+    SIZE = 6144
     CLASSES = [2, 4]
     WEIGHTS = [0.5, 0.5]
 
     def __init__(self, seed):
         torch.manual_seed(seed)
-        self.a = torch.randn(6144, 6144, device=DEV, dtype=torch.bfloat16)
-        self.b = torch.randn(6144, 6144, device=DEV, dtype=torch.bfloat16)
+        self.a = torch.randn(self.SIZE, self.SIZE, device=DEV, dtype=torch.bfloat16)
+        self.b = torch.randn(self.SIZE, self.SIZE, device=DEV, dtype=torch.bfloat16)
         self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
 
     def serve(self, i):
@@ -332,22 +333,11 @@ class MlpTrain:
         torch.cuda.synchronize()
 
 
-class Gemm16k:
+class Gemm16k(Gemm6k):
     """A bf16 16384 x 16384 GEMM stream (issue 54's long kernels): each matmul ~12 ms, far past
     a time slice; a request one or two of them back to back."""
+    SIZE = 16384
     CLASSES = [1, 2]
-    WEIGHTS = [0.5, 0.5]
-
-    def __init__(self, seed):
-        torch.manual_seed(seed)
-        self.a = torch.randn(16384, 16384, device=DEV, dtype=torch.bfloat16)
-        self.b = torch.randn(16384, 16384, device=DEV, dtype=torch.bfloat16)
-        self.classes, self.weights = list(range(len(self.CLASSES))), self.WEIGHTS
-
-    def serve(self, i):
-        for _ in range(self.CLASSES[i]):
-            self.a @ self.b
-        torch.cuda.synchronize()
 
 
 class Prefill:
