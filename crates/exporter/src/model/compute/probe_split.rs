@@ -77,7 +77,7 @@ pub(super) fn split_by_probes(
         held_marks.clone()
     };
     if let Some(lines) = lines.as_deref().filter(|_| from_timelines && !d.mps) {
-        out.solo_excess = solo_excess(lines);
+        out.solo_excess = solo_excess(lines, &held);
     }
     let spans = probed.clone();
     let probed = match timelines {
