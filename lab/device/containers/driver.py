@@ -20,6 +20,7 @@ phases.jsonl. `--dry` runs the plumbing here without a GPU: the fake NVML with p
 by pid files, tenants that load the probe themselves against the stand-in CUPTI.
 """
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -44,6 +45,9 @@ MPS_PIPE = "/tmp/ctr-mps-pipe"
 MPS_LOG = "/tmp/ctr-mps-log"
 WARM, MEASURE = int(os.environ.get("CTR_WARM", "12")), int(os.environ.get("CTR_MEASURE", "40"))
 SIZE = int(os.environ.get("CTR_SIZE", "8192"))
+# What the two tenants of a phase realized together on the H200 (0.34 time-sliced, 0.40 under
+# MPS): calibration at these duties runs at the clock the phases run at.
+CALIB_DUTIES = os.environ.get("CTR_CALIB_DUTIES", "0.35,0.45")
 TENANTS = {"ts-a": 0.5, "ts-b": 0.2, "mps-a": 0.5, "mps-b": 0.2}
 PHASES = [("time-sliced", ["ts-a", "ts-b"], False), ("mps", ["mps-a", "mps-b"], True)]
 PHASES = [p for p in PHASES if p[0] in os.environ.get("CTR_PHASES", "time-sliced,mps").split(",")]
@@ -316,7 +320,8 @@ class Run:
             self.calib = {"kernel_ms": 2.0, "event_ms": 2.0, "dry": True}
             return
         out = f"{RUN}/calib.json"
-        r = subprocess.run([sys.executable, f"{HERE}/calib.py", "--size", str(SIZE), "--out", out],
+        r = subprocess.run([sys.executable, f"{HERE}/calib.py", "--size", str(SIZE), "--out", out,
+                            "--duties", CALIB_DUTIES],
                            env=dict(self.env, CUDA_VISIBLE_DEVICES=self.uuid), capture_output=True,
                            text=True, timeout=180)
         if r.returncode != 0:
@@ -475,6 +480,15 @@ class Run:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def corpus_driver():
+    """The corpus driver, for its SM clock sampler: the truth is calibrated at one clock and
+    served at another, and both runs read the clock the same way."""
+    spec = importlib.util.spec_from_file_location("corpus_driver", os.path.join(HERE, "..", "corpus", "driver.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -488,9 +502,12 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     run = Run(a)
     failures, notes = [], []
+    corpus = None if a.dry else corpus_driver()
+    clocks_csv, sampler = f"{RUN}/logs/clocks.csv", None
     with open(f"{a.out}/reads.jsonl", "w") as reads, open(f"{a.out}/phases.jsonl", "w") as phases:
         try:
             run.setup()
+            sampler = corpus.clock_sampler(a.gpu, clocks_csv) if corpus else None
             run.calibrate()
             phases.write(json.dumps({"header": True, "commit": a.commit, "uuid": run.uuid, "dry": a.dry,
                                      "facts": run.facts, "calib": run.calib, "tenants": TENANTS,
@@ -515,7 +532,11 @@ def main():
             log(f"setup failed: {e}")
         finally:
             run.teardown()
-            phases.write(json.dumps({"footer": True, "failures": failures, "retried": notes}) + "\n")
+            if sampler:
+                corpus.stop(sampler, 1.0)
+            clocks = corpus.read_clocks(clocks_csv) if corpus else []
+            phases.write(json.dumps({"footer": True, "failures": failures, "retried": notes,
+                                     "clocks": clocks}) + "\n")
     return 1 if failures else 0
 
 
