@@ -14,6 +14,14 @@
 # (scripts/fleet/summaries.py), so rules, dashboards and `advise` read full windows. The
 # live scrapes that follow continue the same series (same function of time).
 #
+# --head-minutes M (with --replay): the history's last M minutes go into Prometheus's head
+# instead of blocks (scripts/fleet/head.py: remote-written, window by window in time order,
+# into a Prometheus started with its receiver and neither scrapes nor rules, which it loads
+# after), so the rules' [10m] and [1h] windows read the head, as in a Prometheus that has run
+# for an hour, not backfilled blocks, which cost 3-4 times as much a series. The rollups are
+# recorded over both parts; VictoriaMetrics imports the whole history as before. The advisor's
+# week of summaries ends where the head starts (a block past it would truncate the head).
+#
 # 1. N processes of `tessera --demo --demo.fleet-node=i` (i = 0..N-1): 9 GPUs each, every node
 #    its own name, cluster (50 nodes a cluster) and mix of sharing modes and load (crates/demo/src/fleet.rs);
 # 2. Prometheus scrapes them every --scrape seconds (target label `cluster`, as a Prometheus per
@@ -41,7 +49,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 TESSERA_BIN=${TESSERA_BIN:-target/release/tessera}
-nodes=3 seconds=60 scrape=5 eval=5 small=0 out="" keep="" replay="" history=0 summary_days=7
+nodes=3 seconds=60 scrape=5 eval=5 small=0 out="" keep="" replay="" history=0 summary_days=7 head=0
 while (($#)); do
   case $1 in
     --small) small=1 ;;
@@ -55,6 +63,7 @@ while (($#)); do
     --replay) replay=$2; shift ;;
     --history-hours) history=$2; shift ;;
     --summary-days) summary_days=$2; shift ;;
+    --head-minutes) head=$2; shift ;;
     *) echo "fleet.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -99,6 +108,10 @@ if [[ -n $replay ]] && ((scrape != 15)); then
   fail "--replay needs --scrape 15 (the captures' interval)"
   finish
 fi
+if ((head > 0)) && { [[ -z $replay ]] || ((head * 60 >= history * 3600)); }; then
+  fail "--head-minutes needs --replay and less than --history-hours"
+  finish
+fi
 
 # start NAME URL CMD...: runs CMD in the background (log in $tmp/NAME.log) until URL answers.
 start() {
@@ -133,6 +146,8 @@ if [[ -n $replay ]]; then
   hist_to=$((now / scrape * scrape))
   hist_from=$(((hist_to - history * 3600) / chunk * chunk))
   origin=$hist_from
+  # Where Prometheus's blocks end and its head starts (the end: no head).
+  head_from=$((head > 0 ? hist_to - head * 60 : 1 << 62))
   replay_port=$(free_port)
   "$FLEET_HISTORY_BIN" serve --captures "$captures" --nodes "$nodes" --origin "$origin" \
     --interval "$scrape" --listen "127.0.0.1:$replay_port" >"$tmp/replay.log" 2>&1 &
@@ -191,6 +206,7 @@ for t in targets:
     # The cluster a node belongs to, as crates/demo/src/fleet.rs derives it (50 nodes a cluster).
     clusters[f"fleet-{int(i) // 50}"].append(f"127.0.0.1:{port}")
 print(f"global:\n  scrape_interval: {scrape}s\n  scrape_timeout: {min(int(scrape), 10)}s\n  evaluation_interval: {ev}s")
+# Above this line: all that a Prometheus being written its head is started with (--head-minutes).
 print("rule_files:")
 for f in sorted(glob.glob(rules + "/*.yaml")):
     print(f"  - {f}")
@@ -219,9 +235,11 @@ if [[ -n $replay ]] && ((history > 0)); then
   shm=${FLEET_SHM:-/dev/shm}
   [[ -d $shm && -w $shm ]] || shm=$tmp
   jobs=$(nproc)
-  # backfill FROM TO: [FROM, TO) into both engines; sets prom_ok and vm_ok.
+  # backfill FROM TO: [FROM, TO) into both engines, Prometheus's blocks only up to the head's
+  # start; sets prom_ok and vm_ok.
   backfill() {
     local from=$1 to=$2 k lo hi p vm_pids=()
+    local prom_to=$((to < head_from ? to : head_from))
     # VictoriaMetrics: one import stream per 1/8 of the nodes.
     for ((k = 0; k < 8; k++)); do
       lo=$((nodes * k / 8)) hi=$((nodes * (k + 1) / 8))
@@ -233,7 +251,9 @@ if [[ -n $replay ]] && ((history > 0)); then
     done
     # Prometheus: each chunk written to $shm, turned into a block in Prometheus's data directory
     # by promtool (single-threaded, hence one per core), and removed.
-    for ((s = from; s < to; s += chunk)); do echo "$s $((s + chunk < to ? s + chunk : to))"; done |
+    prom_ok=1
+    if ((prom_to > from)); then
+    for ((s = from; s < prom_to; s += chunk)); do echo "$s $((s + chunk < prom_to ? s + chunk : prom_to))"; done |
       xargs -P "$jobs" -L 1 bash -c '
         # $0..$7: shm, fleet-history, captures, nodes, origin, interval, promtool, blocks; $8 $9: from, to.
         f=$0/chunk-$8.om
@@ -241,6 +261,7 @@ if [[ -n $replay ]] && ((history > 0)); then
           "$6" tsdb create-blocks-from openmetrics "$f" "$7" >/dev/null; rc=$?; rm -f "$f"; exit $rc' \
         "$shm" "$FLEET_HISTORY_BIN" "$captures" "$nodes" "$origin" "$scrape" "$PROMTOOL" "$tmp/prom" 2>>"$tmp/backfill.log" &&
       prom_ok=1 || prom_ok=0
+    fi
     vm_ok=1
     for p in "${vm_pids[@]}"; do wait "$p" || vm_ok=0; done
   }
@@ -267,9 +288,42 @@ start vmagent "http://127.0.0.1:$vmagent_port/health" \
   vmagent -httpListenAddr="127.0.0.1:$vmagent_port" \
   -remoteWrite.url="http://127.0.0.1:$vm_port/api/v1/write" \
   -remoteWrite.tmpDataPath="$tmp/vmagent" -loggerLevel=WARN
+head_args=()
+if ((head > 0)); then
+  # Neither scrapes nor rules while its head is written: a scrape would put a sample newer
+  # than the history in every series, and the head then refuses the history's samples.
+  cp "$tmp/prometheus.yml" "$tmp/prometheus-full.yml"
+  sed -n '/^rule_files:/q;p' "$tmp/prometheus-full.yml" >"$tmp/prometheus.yml"
+  head_args=(--web.enable-remote-write-receiver)
+fi
 start prometheus "http://127.0.0.1:$prom_port/-/ready" \
   prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/prom" --storage.tsdb.retention.time=30d \
-  --web.listen-address="127.0.0.1:$prom_port" --log.level=warn
+  --web.listen-address="127.0.0.1:$prom_port" --log.level=warn "${head_args[@]}"
+prom_pid=${pids[-1]}
+if ((head > 0)); then
+  section "head: the last $head minutes into Prometheus's head"
+  t0=$SECONDS
+  if end=$(python3 scripts/fleet/head.py --prom "http://127.0.0.1:$prom_port" --fleet-history "$FLEET_HISTORY_BIN" \
+    --captures "$captures" --nodes "$nodes" --origin "$origin" --interval "$scrape" --history-from "$hist_from" \
+    --from "$head_from" --to "$hist_to" --promtool "$PROMTOOL" --blocks "$tmp/prom" --work "$tmp/head" \
+    --catch-up "$RULES"/*.yaml 2>"$tmp/head.log" | tee -a "$tmp/head.log" | tail -n 1); then
+    # VictoriaMetrics holds what Prometheus holds: the minutes the head's catching up added.
+    if ((end > hist_to)); then
+      head_from_was=$head_from head_from=0
+      backfill "$hist_to" "$end"
+      head_from=$head_from_was
+      hist_to=$end
+    fi
+    cp "$tmp/prometheus-full.yml" "$tmp/prometheus.yml"
+    kill -HUP "$prom_pid"
+    python3 scripts/fleet/head.py wait-config "http://127.0.0.1:$prom_port"
+    pass "head from $head_from to $hist_to written and the scrapes and rules loaded ($((SECONDS - t0)) s): $(grep '^head:' "$tmp/head.log")"
+  else
+    fail "writing the head"
+    tail -n 5 "$tmp/head.log" | cut -c1-300 | sed 's/^/      /'
+    finish
+  fi
+fi
 # vmalert must send its alerts somewhere: a sink that accepts them.
 start sink "http://127.0.0.1:$sink_port/" python3 scripts/fleet/sink.py "$sink_port"
 start vmalert "http://127.0.0.1:$vmalert_port/health" \
@@ -298,7 +352,7 @@ layered() {
   python3 scripts/fleet/layered.py --prom "http://127.0.0.1:$prom_port" --promtool "$PROMTOOL" \
     --blocks "$tmp/prom" --work "$tmp/layered" --direct tests/prometheus/direct-rules.yaml \
     --from "$hist_from" --to "$hist_to" --step "${FLEET_LAYERED_STEP:-$((small ? scrape : 300))}" \
-    ${out:+--out "${out%.json}-layered.json"} --check "$RULES"/*.yaml >"$tmp/layered.log" 2>&1
+    ${out:+--out "${out%.json}-layered.json"} "${layered_args[@]}" --check "$RULES"/*.yaml >"$tmp/layered.log" 2>&1
 }
 layered_result() {
   if [[ ${1:-1} == 0 ]]; then
@@ -309,6 +363,9 @@ layered_result() {
   grep -E '^(ok|FAIL) ' "$tmp/layered.log" | cut -c1-400 | sed 's/^/      /'
 }
 layered_pid=""
+layered_args=()
+# head.py recorded the rollups already, the head's part as the head was written.
+((head > 0)) && layered_args=(--recorded)
 if [[ -n $replay ]] && ((history > 0)); then
   if ((small)); then
     layered &
@@ -325,7 +382,7 @@ if [[ -n $replay ]] && ((summary_days > 0)); then
   t0=$SECONDS
   if python3 scripts/fleet/summaries.py --prom "http://127.0.0.1:$prom_port" --vm "http://127.0.0.1:$vm_port" \
     --rules "$tmp/rules/tessera-advisor.yaml" --promtool "$PROMTOOL" --blocks "$tmp/prom" --work "$tmp/summaries" \
-    --days "$summary_days" >"$tmp/summaries.log" 2>&1; then
+    --days "$summary_days" --before "$head_from" >"$tmp/summaries.log" 2>&1; then
     pass "$summary_days days of advisor summaries in both engines ($((SECONDS - t0)) s): $(tail -n 1 "$tmp/summaries.log")"
   else
     fail "advisor summaries: $(tail -n 3 "$tmp/summaries.log")"

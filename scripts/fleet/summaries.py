@@ -50,6 +50,9 @@ def main():
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--step", type=int, default=300)
     ap.add_argument("--wait", type=int, default=180)
+    # Where Prometheus's head starts (scripts/fleet.sh --head-minutes): no block may reach past
+    # it, or Prometheus truncates its head there when it loads the block.
+    ap.add_argument("--before", type=int)
     a = ap.parse_args()
     with open(a.rules, encoding="utf-8") as f:
         doc = yaml.safe_load(f)
@@ -73,7 +76,7 @@ def main():
         sys.exit(f"summaries.py: Prometheus recorded no {missing} in {a.wait} s")
     # The week ends before the first summary Prometheus recorded itself.
     first = min(float(s["value"][0]) for ss in series.values() for s in ss)
-    end = int(first) // a.step * a.step
+    end = int(min(first, a.before or first)) // a.step * a.step
     stamps = list(range(end - a.days * 86400, end, a.step))
     os.makedirs(a.work, exist_ok=True)
     om = os.path.join(a.work, "summaries.om")

@@ -4,15 +4,22 @@
 //!   fleet-history openmetrics --captures DIR --nodes N --origin S --from S --to S [--node-range A:B]
 //!   fleet-history vm          --captures DIR --nodes N --origin S --from S --to S [--node-range A:B]
 //!   fleet-history serve       --captures DIR --nodes N --origin S --listen ADDR
+//!   fleet-history remote-write --captures DIR --nodes N --origin S --from S --to S --url URL
+//!                              [--window S] [--senders K]
 //!
 //! `openmetrics` writes OpenMetrics with timestamps for `promtool tsdb create-blocks-from
 //! openmetrics`, `vm` VictoriaMetrics's `/api/v1/import` JSON lines, both to stdout; `serve`
-//! answers `GET /metrics?node=N` with node N's exposition now. All three compute the same
+//! answers `GET /metrics?node=N` with node N's exposition now; `remote-write` POSTs the
+//! samples to a Prometheus's remote-write receiver (`--url http://HOST:PORT/api/v1/write`),
+//! into its head: `--window` seconds (default 300) of every node at a time, windows in time
+//! order, because the head refuses a sample more than an hour older than its newest;
+//! `--senders` (default 4) requests at once within a window. All three compute the same
 //! samples from the same `--origin` (seconds since the epoch, slot 0), so a history written
 //! up to now and the live scrapes after it continue each other. Times are Unix seconds;
 //! `--interval` (default 15) is the scrape interval the captures were taken at.
 
 mod fleet;
+mod remote;
 mod serve;
 mod write;
 
@@ -44,6 +51,9 @@ struct Args {
     interval: u64,
     job: String,
     listen: String,
+    url: String,
+    window: u64,
+    senders: u64,
 }
 
 fn number(flag: &str, v: &str) -> Result<u64, CliError> {
@@ -66,6 +76,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, CliError> {
         interval: 15,
         job: "tessera".into(),
         listen: "127.0.0.1:9950".into(),
+        url: String::new(),
+        window: 300,
+        senders: 4,
     };
     while let Some(flag) = argv.next() {
         let v = argv
@@ -80,6 +93,9 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, CliError> {
             "--interval" => a.interval = number(&flag, &v)?.max(1),
             "--job" => a.job = v,
             "--listen" => a.listen = v,
+            "--url" => a.url = v,
+            "--window" => a.window = number(&flag, &v)?.max(1),
+            "--senders" => a.senders = number(&flag, &v)?.max(1),
             "--node-range" => {
                 let (lo, hi) = v
                     .split_once(':')
@@ -110,6 +126,11 @@ fn run(a: Args) -> Result<(), CliError> {
     let (lo, hi) = a.node_range.unwrap_or((0, a.nodes));
     let nodes = lo..hi.min(a.nodes);
     let range = (a.from, a.to);
+    if a.command == "remote-write" {
+        let written = remote_write(&a, &fleet, nodes, clock)?;
+        eprintln!("fleet-history: {written} samples");
+        return Ok(());
+    }
     let stdout = io::stdout();
     let mut w = BufWriter::with_capacity(1 << 20, stdout.lock());
     let written = match a.command.as_str() {
@@ -124,6 +145,57 @@ fn run(a: Args) -> Result<(), CliError> {
     w.flush()?;
     eprintln!("fleet-history: {written} samples");
     Ok(())
+}
+
+/// Window after window, each one's nodes split between `--senders` threads; a window is
+/// written whole before the next starts, so no series gets a sample older than the head's
+/// newest by more than a window.
+fn remote_write(
+    a: &Args,
+    fleet: &Fleet,
+    nodes: std::ops::Range<u64>,
+    clock: Clock,
+) -> Result<u64, CliError> {
+    let (addr, path) = remote::split_url(&a.url)
+        .ok_or_else(|| CliError::Usage(format!("--url http://HOST:PORT/PATH, not {:?}", a.url)))?;
+    let mut written = 0;
+    let mut from = a.from;
+    while from < a.to {
+        let to = (from + a.window).min(a.to);
+        let k = a.senders.min(nodes.end.saturating_sub(nodes.start)).max(1);
+        let span = nodes.end - nodes.start;
+        let parts: Vec<io::Result<u64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..k)
+                .map(|i| {
+                    let part = nodes.start + span * i / k..nodes.start + span * (i + 1) / k;
+                    scope.spawn(move || {
+                        let mut send = |raw: &[u8]| remote::post(addr, path, raw);
+                        write::remote_write(
+                            fleet,
+                            part,
+                            (from, to),
+                            clock,
+                            &a.job,
+                            4 << 20,
+                            &mut send,
+                        )
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("a sender panicked")))
+                })
+                .collect()
+        });
+        for p in parts {
+            written += p?;
+        }
+        from = to;
+    }
+    Ok(written)
 }
 
 fn main() -> ExitCode {

@@ -2,10 +2,12 @@
 //! (`promtool tsdb create-blocks-from openmetrics`), VictoriaMetrics's JSON lines
 //! (`/api/v1/import`), and a node's exposition at one instant (the live replay).
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::ops::Range;
 
 use crate::fleet::{cluster, node_name, Fleet, SeriesDef};
+use crate::remote;
 
 /// Where and when: slot `p` is at `origin + p * interval` seconds.
 #[derive(Debug, Clone, Copy)]
@@ -227,6 +229,82 @@ pub fn victoriametrics(
             Ok(())
         },
     )?;
+    Ok(written)
+}
+
+/// An exposition's label value as the value itself: `\\`, `\"` and `\n` undone.
+fn unescape(v: &str) -> Cow<'_, str> {
+    if !v.contains('\\') {
+        return Cow::Borrowed(v);
+    }
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some(e) => out.push(e),
+            None => out.push('\\'),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The same samples as remote-write `WriteRequest`s (crate::remote), each series with its
+/// samples in `window` in time order; `send` gets a request whenever one reaches `limit`
+/// bytes, and the rest at the end. Returns the samples written.
+pub fn remote_write(
+    fleet: &Fleet,
+    nodes: Range<u64>,
+    window: (u64, u64),
+    clock: Clock,
+    job: &str,
+    limit: usize,
+    send: &mut impl FnMut(&[u8]) -> io::Result<()>,
+) -> io::Result<u64> {
+    let mut buf = Vec::with_capacity(limit + (1 << 16));
+    let mut samples = Vec::new();
+    let mut written = 0;
+    each_series(
+        fleet,
+        nodes,
+        window,
+        clock,
+        job,
+        |n, s, def, pairs, slots| {
+            samples.clear();
+            for p in slots {
+                if let Some(v) = fleet.value(n, s, p) {
+                    samples.push((v, clock.millis(n, p) as i64));
+                }
+            }
+            if samples.is_empty() {
+                return Ok(());
+            }
+            let values: Vec<Cow<str>> = pairs.iter().map(|(_, v)| unescape(v)).collect();
+            let mut labels: Vec<(&str, &str)> = Vec::with_capacity(pairs.len() + 1);
+            labels.push(("__name__", def.name.as_str()));
+            labels.extend(
+                pairs
+                    .iter()
+                    .zip(&values)
+                    .map(|((k, _), v)| (*k, v.as_ref())),
+            );
+            remote::series(&mut buf, &mut labels, &samples);
+            written += samples.len() as u64;
+            if buf.len() >= limit {
+                send(&buf)?;
+                buf.clear();
+            }
+            Ok(())
+        },
+    )?;
+    if !buf.is_empty() {
+        send(&buf)?;
+    }
     Ok(written)
 }
 
