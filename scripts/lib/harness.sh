@@ -4,6 +4,12 @@
 pass() { passed=$((passed + 1)); echo "ok    $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL  $*"; }
 section() { echo; echo "== $*"; }
+# stop_pids: the processes a harness started (the array `pids`), signalled and reaped.
+stop_pids() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
 
 # start_watchdog NAME SECONDS: TERMs this shell after SECONDS; its pid is in $watchdog_pid.
 # (Its sleep must not hold our stdout open, and must die with it.)

@@ -271,6 +271,26 @@ fn processes_that_leave_take_their_series_with_them() {
         };
         mem("0") == Some(0.18) && mem("1") == Some(0.2)
     });
+    // HBM temperature and the energy split come from reads of their own cadence too; the golden
+    // file is the phase after in all of them, whichever read came first on this host.
+    e.wait_until("the slow readings of the phase after", |e| {
+        let m = e.metrics();
+        let hbm = |gpu: &str| {
+            m.lines()
+                .find(|l| {
+                    l.starts_with(&format!(
+                        r#"gpu_temperature_celsius{{node="test-node",gpu="{gpu}""#
+                    )) && l.contains(r#"sensor="memory""#)
+                })
+                .and_then(|l| l.rsplit_once(' '))
+                .and_then(|(_, v)| v.parse::<f64>().ok())
+        };
+        hbm("0") == Some(70.0)
+            && hbm("1") == Some(68.0)
+            && m.matches(r#"gpu_energy_unattributed_joules_total{node="test-node""#)
+                .count()
+                == 2
+    });
     let m = e.settle();
     assert!(
         !m.contains(r#"pid="5101""#) && !m.contains(r#"pid="5201""#),

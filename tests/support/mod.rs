@@ -332,6 +332,8 @@ const VOLATILE: &[&str] = &[
     "tessera_collector_duration_seconds",
     "tessera_sample_duration_seconds",
     "gpu_energy_joules_total",
+    // Integrated over the samples' real intervals, like the counter it splits.
+    "gpu_energy_unattributed_joules_total",
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
     "gpu_container_idle_seconds_total",
     // Flips from 0 to 1 once the CPU window shows a holder quiet: asserted, not golden.
