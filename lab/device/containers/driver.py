@@ -39,6 +39,7 @@ from nvml import Nvml  # noqa: E402
 PORT = int(os.environ.get("CTR_PORT", "9954"))
 URL = f"http://127.0.0.1:{PORT}"
 RUN = os.environ.get("CTR_RUN_DIR", "/tmp/ctr-run")
+RECORD_LOG = os.environ.get("CTR_RECORD_LOG", "1") != "0"
 SOCK_DIR = "/run/tessera"
 LIB_DIR = "/opt/tessera/lib"
 MPS_PIPE = "/tmp/ctr-mps-pipe"
@@ -365,6 +366,12 @@ class Run:
             env["TESSERA_PROBE_CUPTI"] = f"{RUN}/bin/{os.path.basename(env['TESSERA_PROBE_CUPTI'])}"
         if mps:
             env.update(CUDA_MPS_PIPE_DIRECTORY=MPS_PIPE, CUDA_MPS_LOG_DIRECTORY=MPS_LOG)
+        if RECORD_LOG and not self.a.dry:
+            # Every kernel record, for an offline replay of the split (lab/device/corpus/replay.py):
+            # the tenants share the host's /tmp, so the log is written where the host reads it.
+            os.makedirs(f"{RUN}/rec", exist_ok=True)
+            env["TESSERA_PROBE_RECORD_LOG"] = f"{RUN}/rec/{phase}-{name}"
+            env.setdefault("TESSERA_PROBE_RECORD_LOG_MB", "48")
         if namespaces != "none":
             cmd = UNSHARE[namespaces] + ["sh", f"{HERE}/enter.sh", SOCK_DIR, LIB_DIR] + cmd
         else:

@@ -4,9 +4,10 @@
 #   cargo build --release -p tessera && cargo build --release -p tessera --example fake_cluster && bash lab/device/containers/build.sh   # here
 #   OUT=$OUT bash lab/device/containers/run.sh                                                       # there
 #   carry: target/release/tessera target/release/examples/fake_cluster target/probe target/ctr-inject
-# Writes to $OUT (6 files): host.txt (what the host allows: systemd, cgroup v2 and delegation,
+# Writes to $OUT (7 files): host.txt (what the host allows: systemd, cgroup v2 and delegation,
 # namespaces, runc, overlayfs), inject.md (inject.py's table), summary.md (summary.py's table),
-# phases.jsonl, reads.jsonl, logs.tgz (driver, tessera, tenants).
+# phases.jsonl, reads.jsonl, logs.tgz (driver, tessera, tenants), records.tar.xz (every tenant's
+# kernel records, TESSERA_PROBE_RECORD_LOG; CTR_RECORD_LOG=0 leaves them off).
 # DRY=1: the plumbing without a GPU, here, as root (the fake NVML, the stand-in CUPTI, tenants
 # that sleep): cargo build -p tessera -p fake-nvml -p fake-cupti && cargo build -p tessera --example fake_cluster, then
 #   DRY=1 OUT=/tmp/ctr-dry TESSERA=target/debug/tessera FAKE_CLUSTER=target/debug/examples/fake_cluster \
@@ -114,5 +115,7 @@ python3 "$ROOT/lab/device/containers/summary.py" "$OUT" >"$OUT/summary.md" 2>&1
 cat "$OUT/summary.md"
 cp "$OUT/driver.log" "$OUT/inject.log" /tmp/ctr-run/ 2>/dev/null
 tar -czf "$OUT/logs.tgz" -C /tmp/ctr-run logs fc.txt driver.log inject.log calib.json 2>/dev/null
+# The probes' kernel records (CTR_RECORD_LOG=0 leaves them off): regenerated here, never kept in git.
+[ -d /tmp/ctr-run/rec ] && tar -cJf "$OUT/records.tar.xz" -C /tmp/ctr-run rec
 rm -f "$OUT/driver.log" "$OUT/inject.log"
 ls -la "$OUT"
