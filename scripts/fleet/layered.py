@@ -72,12 +72,29 @@ LEFT_JOIN = re.compile(r"^\s*(\w+)\(\s*([A-Za-z_:][A-Za-z0-9_:]*)(\[[^\]]+\])\s*
                        re.S)
 
 
+PRESENCE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(!=|=)\s*""\s*')
+
+
+def label_presence(matchers):
+    """[(label, must be set)] where every matcher of `{...}` only asks whether a label is set
+    (`L!=""`) or not (`L=""`); None for any other matcher."""
+    inner = matchers.strip()[1:-1]
+    out = []
+    for part in inner.split(","):
+        m = PRESENCE.fullmatch(part)
+        if not m:
+            return None
+        out.append((m.group(1), m.group(2) == "!="))
+    return out
+
+
 def written_out(name, body, matchers):
     """A record's definition in place of a selector of it. Matchers on the record go into its
     definition's selector where filtering that selector's series is filtering the record's:
     the definition is one aggregation of one selector and the matchers name only grouping
     labels, or a range function of one selector joined `group_left ()` to one aggregation of
-    one selector (the result keeps the left side's labels)."""
+    one selector (the result keeps the left side's labels). Matchers that only ask whether a
+    label is set filter any definition's result instead."""
     if not matchers:
         return f"({body.strip()})"
     named = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)", matchers))
@@ -87,6 +104,14 @@ def written_out(name, body, matchers):
     j = LEFT_JOIN.match(body)
     if j and AGG_OF_SELECTOR.match(j.group(5)):
         return f"({j.group(1)}({j.group(2)}{matchers}{j.group(3)}){j.group(4)}{j.group(5).strip()})"
+    presence = label_presence(matchers)
+    if presence is not None:
+        # `vector(1)` has no labels, so it matches `on (L)` exactly the series whose L is empty:
+        # `and` keeps those, `unless` the others, whatever the definition's shape.
+        out = f"({body.strip()})"
+        for label, present in presence:
+            out = f"({out} {'unless' if present else 'and'} on ({label}) vector(1))"
+        return out
     raise SystemExit(f"layered.py: {name}{matchers}: cannot write the matchers into {body.strip()}")
 
 
