@@ -148,6 +148,10 @@ class Tally:
         self.err = []
         self.rel = []
         self.width = []
+        # (tessera's figure, NVML's per-process figure, truth band low, high), on the same reads.
+        self.nvml = []
+        # The same, each a tenant's means over a draw's reads.
+        self.nvml_cases = []
 
     def add(self, other):
         for k, v in other.c.items():
@@ -155,6 +159,8 @@ class Tally:
         self.err += other.err
         self.rel += other.rel
         self.width += other.width
+        self.nvml += other.nvml
+        self.nvml_cases += other.nvml_cases
 
     def row(self):
         c = self.c
@@ -225,6 +231,7 @@ def tally_draw(d):
         if ten.get("pid") is None or (truth is None and not ten.get("liar")):
             rows.append(row)
             continue
+        before = len(t.nvml)
         for r in reads:
             v = r["p"].get(pid, [None] * 4)
             gpu = next((g for g in r["gpu"].values() if int(pid) in g.get("candidates", []) + g.get("quiet", [])), None)
@@ -268,6 +275,14 @@ def tally_draw(d):
                     t.err.append(fig - truth)
                     if truth > 0.0:
                         t.rel.append((fig - truth) / truth)
+                    # What a per-process NVML exporter (dcgm-exporter's per-pod mode) would
+                    # publish for the same read: NVML books MPS clients' kernels to the server,
+                    # so under MPS a client NVML lists without a figure reads 0 there.
+                    nvml = raw[0] if raw else None
+                    if nvml is None and d.get("mode") == "mps" and raw:
+                        nvml = 0.0
+                    if nvml is not None:
+                        t.nvml.append((fig, nvml, band[0], band[1]))
             if lo is not None and hi is not None:
                 t.c["bounds"] += 1
                 row["lo"].append(lo)
@@ -289,6 +304,9 @@ def tally_draw(d):
                 t.c["disputed"] += 1
             elif fig is None and lo is None:
                 t.c["withheld"] += 1
+        mine = t.nvml[before:]
+        if mine:
+            t.nvml_cases.append(tuple(sum(p[i] for p in mine) / len(mine) for i in range(4)))
         rows.append(row)
     return t, rows
 
@@ -428,6 +446,43 @@ def summary(total, by_mode):
                   f"5th {100 * e[len(e) // 20]:+.1f} %, 95th {100 * e[(len(e) * 19) // 20]:+.1f} %")
         if t.c["holder_reads"]:
             print(f"{name}: memory holder idle (0.000) in {t.c['holder_idle']} of {t.c['holder_reads']} published reads")
+    nvml_beside(by_mode)
+
+
+def band_error(fig, lo, hi):
+    """Relative distance of a figure from the truth band: 0 inside it, else to its nearer edge."""
+    if fig < lo:
+        return (fig - lo) / lo if lo > 0 else 0.0
+    if fig > hi:
+        return (fig - hi) / hi if hi > 0 else 0.0
+    return 0.0
+
+
+def nvml_beside(by_mode):
+    """NVML's per-process figure against tessera's, on the reads where tessera published one."""
+    rows = [(n, t) for n, t in sorted(by_mode.items()) if t.nvml and not n.startswith("light")
+            and n.split(",", 1)[1:] in ([], [" draws without a liar"])]
+    if not rows:
+        return
+    print()
+    print("NVML's per-process SM utilization beside tessera's figure on the same reads of heavy draws (truth >= 0.1; "
+          "an MPS client NVML gives no figure counts 0, as a per-process exporter publishes it): within 10 % of the "
+          "truth band, and the median |relative distance| from it; per read, and per tenant (its means over a draw)")
+    print()
+    print("| | reads | tessera within 10 % | NVML within 10 % | tessera median | NVML median "
+          "| tenants | tessera within 10 % | NVML within 10 % | tessera median | NVML median |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def cells(pairs):
+        k = len(pairs)
+        ok_t = sum(accurate_band(f, lo, hi, True) for f, _, lo, hi in pairs)
+        ok_n = sum(accurate_band(n, lo, hi, True) for _, n, lo, hi in pairs)
+        et = sorted(abs(band_error(f, lo, hi)) for f, _, lo, hi in pairs)
+        en = sorted(abs(band_error(n, lo, hi)) for _, n, lo, hi in pairs)
+        return (f"{k} | {ok_t} ({100 * ok_t / k:.0f} %) | {ok_n} ({100 * ok_n / k:.0f} %) "
+                f"| {100 * et[k // 2]:.1f} % | {100 * en[k // 2]:.1f} %")
+    for name, t in rows:
+        print(f"| {name} | {cells(t.nvml)} | {cells(t.nvml_cases)} |")
 
 
 def main():
