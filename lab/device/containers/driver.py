@@ -50,8 +50,15 @@ SIZE = int(os.environ.get("CTR_SIZE", "8192"))
 # MPS): calibration at these duties runs at the clock the phases run at.
 CALIB_DUTIES = os.environ.get("CTR_CALIB_DUTIES", "0.35,0.45")
 TENANTS = {"ts-a": 0.5, "ts-b": 0.2, "mps-a": 0.5, "mps-b": 0.2}
-PHASES = [("time-sliced", ["ts-a", "ts-b"], False), ("mps", ["mps-a", "mps-b"], True)]
+PHASES = [("time-sliced", ["ts-a", "ts-b"], False), ("mps", ["mps-a", "mps-b"], True),
+          ("mps-apart", ["mps-c", "mps-d"], True)]
 PHASES = [p for p in PHASES if p[0] in os.environ.get("CTR_PHASES", "time-sliced,mps").split(",")]
+# The pairs above start their 100-ms periods at the same instant, so the smaller tenant's kernels
+# always run beside the larger one's: under MPS it never runs a kernel alone. `mps-apart` (only
+# when CTR_PHASES names it) is the same MPS pair with the smaller tenant half a period later.
+if any(p[0] == "mps-apart" for p in PHASES):
+    TENANTS.update({"mps-c": 0.5, "mps-d": 0.2})
+OFFSETS = {"mps-d": 0.05}
 # The dry run runs one tenant as another user (nobody), as a pod of another UID: it reaches the
 # socket only through its mode. On the GPU host every tenant is root, as CUDA images run.
 DRY_UID = {"ts-b": 65534}
@@ -355,7 +362,7 @@ class Run:
         py, script = (sys.executable, f"{HERE}/tenant.py") if uid is None else ("/usr/bin/python3", f"{RUN}/bin/tenant.py")
         cmd = [py, script, "--size", str(SIZE), "--duty", str(TENANTS.get(name, 0.1)),
                "--seconds", str(seconds), "--ready", files["ready"], "--go", f"{RUN}/{phase}.go",
-               "--progress", files["progress"]]
+               "--progress", files["progress"], "--offset", str(OFFSETS.get(name, 0.0))]
         if self.a.dry:
             cmd.append("--dry")
             if name in DRY_WORKER:

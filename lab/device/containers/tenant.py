@@ -56,6 +56,8 @@ def main():
     ap.add_argument("--ready", required=True)
     ap.add_argument("--go", required=True)
     ap.add_argument("--progress", required=True)
+    ap.add_argument("--offset", type=float, default=0.0,
+                    help="seconds after the go signal before the first period: another phase of the same period")
     ap.add_argument("--dry", action="store_true")
     ap.add_argument("--worker", action="store_true",
                     help="start a worker process that loads the probe too, as a spawned data loader would")
@@ -103,6 +105,7 @@ def main():
     os.replace(a.ready + ".tmp", a.ready)
     while not os.path.exists(a.go):
         time.sleep(0.01)
+    time.sleep(a.offset)
     progress = open(a.progress, "w", buffering=1)
     start = time.time()
     end = start + a.seconds
