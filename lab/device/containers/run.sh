@@ -12,7 +12,8 @@
 # that sleep): cargo build -p tessera -p fake-nvml -p fake-cupti && cargo build -p tessera --example fake_cluster, then
 #   DRY=1 OUT=/tmp/ctr-dry TESSERA=target/debug/tessera FAKE_CLUSTER=target/debug/examples/fake_cluster \
 #     bash lab/device/containers/run.sh
-# CTR_PHASES (time-sliced,mps; mps-apart adds the MPS pair half a period apart), CTR_INJECT=0 (skip inject.py), CTR_PLANT (socket-0600, no-env: a
+# CTR_PHASES (time-sliced,mps; mps-apart adds the MPS pair half a period apart),
+# CTR_INJECT=0 (skip inject.py), CTR_PLANT (socket-0600, no-env: a
 # planted fault, scripts/test-probe-namespaces.sh) narrow it. Never changes GPU settings. MPS runs with private pipe and log folders under /tmp and is quit
 # before the script ends, whatever happens. /run/tessera and /opt/tessera/lib are made if
 # missing and removed at the end; the tenants' cgroups too.
