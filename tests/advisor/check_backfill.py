@@ -17,6 +17,7 @@ Prints ok/FAIL/note lines and "check_backfill: N passed, M failed".
 import argparse
 import json
 import os
+import re
 import sys
 import urllib.parse
 import urllib.request
@@ -29,6 +30,13 @@ from checker import Checker  # noqa: E402
 # Instants per rule: the first just after the history's start (the block the promtool bug
 # skips), the last just before its end, the rest evenly between.
 INSTANTS = 8
+# promtool's --eval-interval in scripts/test-advisor.sh, for groups that name none.
+DEFAULT_INTERVAL = 120
+
+
+def seconds(duration):
+    n, unit = re.fullmatch(r"(\d+)([smh])", duration).groups()
+    return int(n) * {"s": 1, "m": 60, "h": 3600}[unit]
 
 
 def count(prom, expr, at):
@@ -46,12 +54,21 @@ def main():
     ap.add_argument("passes", nargs="+")
     a = ap.parse_args()
     c = Checker()
-    # 10 minutes in: every [5m] window of the expressions has data there.
-    first, last = a.start + 600, a.end - 60
-    instants = [first + (last - first) * i // (INSTANTS - 1) for i in range(INSTANTS)]
+    docs = []
     for path in a.passes:
         with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
+            docs.append((path, yaml.safe_load(f)))
+    longest = max((seconds(g["interval"]) if "interval" in g else DEFAULT_INTERVAL
+                   for _, doc in docs for g in doc.get("groups", [])), default=DEFAULT_INTERVAL)
+    last = a.end - 60
+    for path, doc in docs:
+        # Each pass's group first evaluates at its own offset (a hash of its name and file), at
+        # or after its inputs' first sample: a pass-N record can start up to N intervals after
+        # the raw history does. Its first instant waits that long, and every [5m] window of the
+        # expressions has data there.
+        depth = int(re.search(r"pass-(\d+)\.yaml$", path).group(1))
+        first = a.start + 300 + depth * longest
+        instants = [first + (last - first) * i // (INSTANTS - 1) for i in range(INSTANTS)]
         for group in doc.get("groups", []):
             for rule in group.get("rules", []):
                 name = rule.get("record")
