@@ -360,7 +360,12 @@ class Run:
         files = {k: f"{RUN}/{phase}-{name}.{k}" for k in ("ready", "progress")}
         uid = DRY_UID.get(name) if self.a.dry else None
         py, script = (sys.executable, f"{HERE}/tenant.py") if uid is None else ("/usr/bin/python3", f"{RUN}/bin/tenant.py")
-        cmd = [py, script, "--size", str(SIZE), "--duty", str(TENANTS.get(name, 0.1)),
+        # The work per period from the calibration's matmul alone, the same in every phase: a
+        # tenant timing its own matmul beside an MPS client warming up read it up to twice as
+        # long and asked half the work, which is not the load the phase stands for.
+        duty = TENANTS.get(name, 0.1)
+        per_period = max(1, round(duty * 100.0 / self.calib["kernel_ms"]))
+        cmd = [py, script, "--size", str(SIZE), "--duty", str(duty), "--per-period", str(per_period),
                "--seconds", str(seconds), "--ready", files["ready"], "--go", f"{RUN}/{phase}.go",
                "--progress", files["progress"], "--offset", str(OFFSETS.get(name, 0.0))]
         if self.a.dry:
