@@ -113,6 +113,11 @@ while read -r pid; do kill -- -"$pid" 2>/dev/null; done </tmp/ctr-run/pids 2>/de
 quit_mps
 tail -5 "$OUT/driver.log"
 python3 "$ROOT/lab/device/containers/summary.py" "$OUT" >"$OUT/summary.md" 2>&1
+# What each tenant's own kernel records say beside it: its kernels' time, how long they ran by
+# place in the period, and what the pair's spans count twice.
+if [ -d /tmp/ctr-run/rec ] && [ -z "${DRY:-}" ]; then
+  { echo; echo '```'; python3 "$ROOT/lab/device/containers/records.py" /tmp/ctr-run/rec 2>&1; echo '```'; } >>"$OUT/summary.md"
+fi
 cat "$OUT/summary.md"
 cp "$OUT/driver.log" "$OUT/inject.log" /tmp/ctr-run/ 2>/dev/null
 tar -czf "$OUT/logs.tgz" -C /tmp/ctr-run logs fc.txt driver.log inject.log calib.json 2>/dev/null
