@@ -269,5 +269,7 @@ fn dra_claims_with_nvidia_configs_resolve_as_with_the_fake() {
     }
     let log = e.stop();
     real.rt.block_on(kubelet.stop());
-    assert!(!log.contains("failing"), "a kube part failed:\n{log}");
+    // While it served: a watch cut as the process stops is not a source failing.
+    let serving = log.split("shutting down").next().unwrap_or(&log);
+    assert!(!serving.contains("failing"), "a kube part failed:\n{log}");
 }
