@@ -66,29 +66,15 @@ trap cleanup EXIT
 
 mkdir -p "$tmp/captures" "$tmp/blocks" "$tmp/blocks-tail"
 tar xJf "$captures_src" -C "$tmp/captures"
-per_s=$((nodes * 480 / scrape + 1))
-chunk=300
-for c in 7200 3600 1800 900 600; do
-  if ((c * per_s <= 8000000)); then chunk=$c; break; fi
-done
 now=$(date +%s)
 hist_to=$((now / scrape * scrape))
-hist_from=$(((hist_to - history * 3600) / chunk * chunk))
+hist_from=$(((hist_to - history * 3600) / 300 * 300))
 origin=$hist_from
 # Where the blocks end and the heads start (the end: no head).
 head_from=$((head > 0 ? hist_to - head * 60 : 1 << 62))
-shm=/dev/shm
-[[ -d $shm && -w $shm ]] || shm=$tmp
 # backfill FROM TO DIR: [FROM, TO) of every node into DIR.
 backfill() {
-  local to=$2
-  ((to > $1)) || return 0
-  for ((s = $1; s < to; s += chunk)); do echo "$s $((s + chunk < to ? s + chunk : to))"; done |
-    xargs -P "$(nproc)" -L 1 bash -c '
-      f=$0/ab-chunk-$8.om
-      "$1" openmetrics --captures "$2" --nodes "$3" --origin "$4" --interval "$5" --from "$8" --to "$9" >"$f" 2>/dev/null &&
-        "$6" tsdb create-blocks-from openmetrics "$f" "$7" >/dev/null; rc=$?; rm -f "$f"; exit $rc' \
-      "$shm" "$FLEET_HISTORY_BIN" "$tmp/captures" "$nodes" "$origin" "$scrape" "$PROMTOOL" "$3"
+  FLEET_HISTORY_BIN=$FLEET_HISTORY_BIN PROMTOOL=$PROMTOOL scripts/fleet/blocks.sh "$tmp/captures" "$nodes" "$origin" "$scrape" "$@"
 }
 t0=$SECONDS
 # Blocks up to the heads' start for every side, the rest (and the minutes the backfill took)
@@ -202,55 +188,6 @@ done
 for p in "${settles[@]}"; do wait "$p" || true; done
 for side in a b; do echo "side $side: $(tail -n 1 "$tmp/settle-$side.log")"; done
 echo "measuring for $seconds s from $(date +%s)"
-python3 - "http://127.0.0.1:${port[a]}" "http://127.0.0.1:${port[b]}" "$seconds" "$eval" "$a" "$b" "$nodes" "$out" "$hist_to" <<'EOF'
-import json, re, statistics, sys, time, urllib.request
-pa, pb, seconds, ev, da, db, nodes, out, hist_to = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), *sys.argv[5:]
-hist_to = int(hist_to)
-sides = {"A": pa, "B": pb}
-rounds = {s: {} for s in sides}   # group -> {evaluation timestamp: duration}
-rules = {s: {} for s in sides}    # rule -> {evaluation timestamp: seconds}
-line = re.compile(r'^prometheus_rule_group_last_(duration_seconds|evaluation_timestamp_seconds)\{rule_group="[^"]*;([^"]*)"\} (\S+)$')
-end = time.time() + seconds
-load = []
-while time.time() < end:
-    for s, url in sides.items():
-        got = {}
-        for l in urllib.request.urlopen(url + "/metrics", timeout=30).read().decode().splitlines():
-            m = line.match(l)
-            if m:
-                got.setdefault(m.group(2), {})[m.group(1)] = float(m.group(3))
-        for g, v in got.items():
-            if v.get("evaluation_timestamp_seconds", 0) > 0:
-                rounds[s].setdefault(g, {})[v["evaluation_timestamp_seconds"]] = v["duration_seconds"]
-        for g in json.load(urllib.request.urlopen(url + "/api/v1/rules", timeout=30))["data"]["groups"]:
-            for r in g["rules"]:
-                rules[s].setdefault(r["name"], {})[r.get("lastEvaluation")] = r.get("evaluationTime") or 0.0
-    load.append(float(open("/proc/loadavg").read().split()[0]))
-    time.sleep(ev / 3)
-# Each round with the age of the live data then (seconds since the backfilled history ends):
-# a window longer than that age still reads the backfilled blocks, which cost more per series
-# than the head; the halves' medians show how the groups' times move as the windows leave them.
-res = {"nodes": int(nodes), "seconds": seconds, "a": da, "b": db, "history_end": hist_to, "load_average_1m": {
-       "median": statistics.median(load), "max": max(load)}, "groups": {}, "rules": {}, "rounds": {}}
-print(f"\n{int(nodes) * 9} GPUs, {seconds} s, load average median {statistics.median(load):.1f} (max {max(load):.1f})")
-print(f"{'group':30} {'A median / max s (rounds)':>28} {'B median / max s (rounds)':>28}   medians, first / second half: A, B")
-for g in sorted(set(rounds["A"]) | set(rounds["B"])):
-    row, halves = {}, []
-    for s in sides:
-        got = sorted(rounds[s].get(g, {}).items())
-        v = [d for _, d in got]
-        row[s] = {"median": statistics.median(v), "max": max(v), "rounds": len(v)} if v else None
-        res["rounds"].setdefault(g, {})[s] = [[round(t - hist_to, 1), round(d, 4)] for t, d in got]
-        h = len(v) // 2
-        halves.append(f"{statistics.median(v[:h]):.3f} / {statistics.median(v[h:]):.3f}" if h else "—")
-    res["groups"][g] = row
-    fmt = lambda r: f"{r['median']:.3f} / {r['max']:.3f} ({r['rounds']})" if r else "—"
-    print(f"{g:30} {fmt(row['A']):>28} {fmt(row['B']):>28}   {halves[0]}, {halves[1]}")
-for s in sides:
-    med = {n: statistics.median(v.values()) for n, v in rules[s].items() if v}
-    top = sorted(med.items(), key=lambda kv: -kv[1])[:12]
-    res["rules"][s] = {n: round(t, 4) for n, t in sorted(med.items())}
-    print(f"slowest rules {s} (median s): " + ", ".join(f"{n} {t:.3f}" for n, t in top))
-if out:
-    json.dump(res, open(out, "w"), indent=1, sort_keys=True)
-EOF
+python3 scripts/fleet/group_times.py --side "A=http://127.0.0.1:${port[a]}" --side "B=http://127.0.0.1:${port[b]}" \
+  --seconds "$seconds" --eval "$eval" --history-end "$hist_to" --info "nodes=$nodes" --info "a=$a" --info "b=$b" \
+  ${out:+--out "$out"}

@@ -10,6 +10,9 @@
 # engines' own logs to OUT/logs.tgz (the tool brings back 8 files at most). A NAME that starts
 # with "ab-" runs scripts/fleet/ab.sh instead: RULES_DIR (A) beside the shipped alerts/ (B) on
 # one backfilled history, LIVE_SECONDS of rounds (SUMMARY_DAYS is not used).
+# A NAME that starts with "shards-" runs scripts/fleet/shards.sh: RULES_DIR is the number of
+# shards, NODES per shard, HISTORY_HOURS is read as minutes of history (FLEET_HEAD_MINUTES of
+# it in the heads, 70 if unset), SUMMARY_DAYS of the advisor's summaries.
 # FLEET_HEAD_MINUTES=M: every run writes its history's last M minutes into Prometheus's head
 # instead of blocks (--head-minutes of both scripts); 70 holds every [1h] window.
 # FLEET_HEAD_SIDE=a (ab- runs): only side A's head is written, B holds it all in blocks.
@@ -37,6 +40,14 @@ ab_args=()
 for r in "$@"; do
   IFS=: read -r name nodes hours live days rules <<<"$r"
   t0=$SECONDS
+  if [[ $name == shards-* ]]; then
+    PYTHONUNBUFFERED=1 timeout "${FLEET_RUN_LIMIT:-560}" scripts/fleet/shards.sh --shards "${rules:-4}" --nodes "$nodes" \
+      --history-minutes "$hours" --head-minutes "${FLEET_HEAD_MINUTES:-70}" --summary-days "$days" \
+      --seconds "$live" --out "$out/$name.json" >"$out/$name.log" 2>&1
+    echo "$name: exit $? after $((SECONDS - t0)) s" | tee -a "$out/host.txt"
+    grep -v '^ok    dashboard ' "$out/$name.log" | tail -n 60
+    continue
+  fi
   if [[ $name == ab-* ]]; then
     PYTHONUNBUFFERED=1 timeout "${FLEET_RUN_LIMIT:-560}" scripts/fleet/ab.sh --a "${rules:?ab- runs name the A rules}" --b alerts \
       --nodes "$nodes" --history-hours "$hours" --seconds "$live" --eval "${FLEET_EVAL:-15}" --out "$out/$name.json" \

@@ -31,6 +31,11 @@ FLEET_SUMS = [
 ]
 
 
+# A rollup (recorded every 5 minutes, alerts/tessera-limits.yaml): the heads' part of it was
+# recorded as the heads were written, so it reaches the global layer with them.
+ROLLUP = "gpu_container:gpu_memory_used_bytes:max10m"
+
+
 def value(url, query, t):
     r = measure.get(url + "/api/v1/query", query=query, time=t)
     res = r.get("data", {}).get("result", [])
@@ -44,6 +49,8 @@ def main():
     ap.add_argument("--dashboards", nargs="+", required=True)
     ap.add_argument("--tessera", required=True)
     ap.add_argument("--seconds", type=int, default=60)
+    ap.add_argument("--history-seconds", type=int, default=0)
+    ap.add_argument("--history-from", type=int, default=0)
     ap.add_argument("--out")
     a = ap.parse_args()
     check = measure.Checks(True)
@@ -76,7 +83,20 @@ def main():
     for price in ("cluster:gpu_hour_price:value", "cluster:gpu_energy_kwh_price:value"):
         n = value(a.glob, f"count(last_over_time({price}[2m]))", t)
         check(n == 1, f"the global layer holds one {price} for the cost panels' scalar(): {n}")
-    da = argparse.Namespace(prom=a.glob, dashboards=a.dashboards, history_seconds=0, seconds=a.seconds,
+    if a.history_seconds:
+        # The shards' history reached the global layer apart from their remote write: the
+        # dashboards' hour must read an hour there, raw and rolled up alike. Read inside the
+        # history (a minute before its end, over all but its first and last minute), where no
+        # live sample or evaluation can count.
+        span = a.history_seconds - 120
+        at = a.history_from + a.history_seconds - 60
+        for what, sel, every in (("raw", "gpu_info", 15), ("rolled-up", ROLLUP, 300)):
+            n = value(a.glob, f"min(count_over_time({sel}[{span}s]))", at)
+            least = 0.9 * span / every
+            check(n is not None and n >= least,
+                  f"the global layer holds the shards' history of {what} series: at least {n} samples a series "
+                  f"over {span} s (want >= {least:.0f})")
+    da = argparse.Namespace(prom=a.glob, dashboards=a.dashboards, history_seconds=a.history_seconds, seconds=a.seconds,
                             tessera=a.tessera)
     measure.dashboards(da, figures, check)
     measure.advise(da, figures, check)
@@ -86,6 +106,11 @@ def main():
     check(want <= with_summaries, f"the advisor's summaries of every shard reach the global layer: {sorted(with_summaries)}")
     check((figures.get("advise_workloads") or 0) > 0,
           f"tessera advise against the global layer names {figures.get('advise_workloads')} workloads")
+    for rng, d in figures.get("dashboard_queries", {}).items():
+        slow = ", ".join(f"{k} {t:.3f}" for t, k in d["slowest"][:3])
+        print(f"      dashboards over {rng}: {d['queries']} queries, slowest {d['max_seconds']} s ({slow})")
+    print(f"      tessera advise --window 7d: {figures.get('advise_seconds')} s, "
+          f"{figures.get('advise_workloads')} workloads")
     if a.out:
         with open(a.out, "w", encoding="utf-8") as f:
             json.dump(figures, f, indent=1)

@@ -5,7 +5,7 @@ and scripts/fleet/ab.sh --head-minutes).
 
     head.py --prom URL --fleet-history BIN --captures DIR --nodes N --origin S --interval 15 \
         --history-from S --from S --to S --promtool BIN --blocks DIR --work DIR [--senders K] \
-        [--catch-up] RULES.yaml...
+        [--node-range A:B] [--also URL] [--catch-up] RULES.yaml...
 
 The Prometheus holds blocks up to --from, scrapes nothing and evaluates no rules. This writes
 
@@ -19,6 +19,11 @@ The Prometheus holds blocks up to --from, scrapes nothing and evaluates no rules
    rule's output: the head's part of the rollups, in time order with the raw samples;
 4. with --catch-up, windows on to the last whole interval before now until it is less than
    an interval behind, so the live scrapes that follow continue the history without a gap.
+
+--node-range A:B writes only nodes A..B-1 (a shard's part of the fleet, scripts/fleet/shards.sh).
+--also URL (a remote-write endpoint: a global VictoriaMetrics) gets the head's raw and rollup
+samples too, as the Prometheus's own remote write would have sent them had it scraped and
+recorded them live (it sends nothing older than its start, so the history must go there apart).
 
 Prints the end it reached (seconds) as its last line.
 
@@ -84,10 +89,10 @@ def snappy(raw):
     return bytes(out)
 
 
-def post(prom, series):
+def post(url, series):
     if not series:
         return
-    req = urllib.request.Request(prom + "/api/v1/write", data=snappy(write_request(series)), method="POST", headers={
+    req = urllib.request.Request(url, data=snappy(write_request(series)), method="POST", headers={
         "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
         "X-Prometheus-Remote-Write-Version": "0.1.0"})
     try:
@@ -162,6 +167,8 @@ def main():
     ap.add_argument("--window", type=int, default=300)
     ap.add_argument("--senders", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--catch-up", action="store_true")
+    ap.add_argument("--node-range")
+    ap.add_argument("--also")
     ap.add_argument("rules", nargs="*")
     a = ap.parse_args()
     t0 = time.time()
@@ -178,16 +185,22 @@ def main():
         nxt[g["name"]] = e
     print(f"rollups over the blocks' part: {len(groups)} groups ({time.time() - t0:.0f} s)", flush=True)
     raw = rollup = 0
+    targets = [a.prom + "/api/v1/write"] + ([a.also] if a.also else [])
     t, end = a.start, a.to
     while t < end:
         w_end = min(t + a.window, end)
-        r = subprocess.run([a.fleet_history, "remote-write", "--captures", a.captures, "--nodes", str(a.nodes),
-                            "--origin", str(a.origin), "--interval", str(a.interval), "--from", str(t),
-                            "--to", str(w_end), "--senders", str(a.senders), "--window", str(a.window),
-                            "--url", a.prom + "/api/v1/write"], capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(f"head.py: fleet-history remote-write [{t}, {w_end}): {r.stderr.strip()[-800:]}")
-        raw += int(re.search(r"(\d+) samples", r.stderr).group(1))
+        # The same window to every target at once (the same samples: one function of time).
+        procs = [subprocess.Popen([a.fleet_history, "remote-write", "--captures", a.captures, "--nodes", str(a.nodes),
+                                   "--origin", str(a.origin), "--interval", str(a.interval), "--from", str(t),
+                                   "--to", str(w_end), "--senders", str(a.senders), "--window", str(a.window),
+                                   "--url", url] + (["--node-range", a.node_range] if a.node_range else []),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for url in targets]
+        for url, p in zip(targets, procs):
+            err = p.communicate()[1]
+            if p.returncode:
+                sys.exit(f"head.py: fleet-history remote-write [{t}, {w_end}) to {url}: {err.strip()[-800:]}")
+            if url == targets[0]:
+                raw += int(re.search(r"(\d+) samples", err).group(1))
         # Evaluations at instants the window's samples reach: a rule evaluated at e reads samples
         # up to e, all of which are in now.
         for g in groups:
@@ -202,7 +215,8 @@ def main():
                         labels.update(rule.get("labels") or {})
                         labels["__name__"] = rule["record"]
                         series.append((labels, [(float(s["value"][1]), e)]))
-                post(a.prom, series)
+                for url in targets:
+                    post(url, series)
                 rollup += len(series)
                 nxt[g["name"]] = e + g["step"] * 1000
         t = w_end

@@ -112,7 +112,9 @@ echo "driver exit $?"
 while read -r pid; do kill -- -"$pid" 2>/dev/null; done </tmp/ctr-run/pids 2>/dev/null
 quit_mps
 tail -5 "$OUT/driver.log"
-python3 "$ROOT/lab/device/containers/summary.py" "$OUT" >"$OUT/summary.md" 2>&1
+rec=()
+[ -d /tmp/ctr-run/rec ] && [ -z "${DRY:-}" ] && rec=(/tmp/ctr-run/rec)
+python3 "$ROOT/lab/device/containers/summary.py" "$OUT" "${rec[@]}" >"$OUT/summary.md" 2>&1
 # What each tenant's own kernel records say beside it: its kernels' time, how long they ran by
 # place in the period, and what the pair's spans count twice.
 if [ -d /tmp/ctr-run/rec ] && [ -z "${DRY:-}" ]; then

@@ -14,10 +14,23 @@ analyze.py). tessera's figure: the growth of gpu_container_busy_seconds_total ov
 samples, and the mean of gpu_container_busy_ratio's reads. Within 10 % of some truth in the band
 passes; the error is to the band's nearer edge (0 inside it), and the point error to the
 calibrated figure is printed beside it.
+
+    summary.py OUT_DIR RECORDS_DIR    # with the tenants' kernel records (run.sh's rec/)
+
+Under MPS the pair's kernels run at once and each takes longer than it does alone (they share
+the SMs), so a matmul's time alone is not the kernel time an MPS client occupies: there the
+truth is the client's own CUPTI kernel durations over the same window (its records, over the
+part of the window they were on), and the calibrated band is printed as what the same work
+would take alone. Time-sliced, a kernel's recorded span also covers the other context's slices
+that preempted it, so there the records are printed and the calibrated band judges.
 """
+import os
 import statistics
 import json
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus"))
+from replay import load  # noqa: E402
 
 LAG = 2.0 + 2.5
 TOLERANCE = 0.10
@@ -53,6 +66,18 @@ def at_serving_clock(duties, clocks, served):
     return best if best and abs(best[1] - served) <= CLOCK_MATCH * served else None
 
 
+def in_run_share(path, t0, t1):
+    """The share of [t0, t1] (unix s) the tenant's recorded kernels covered, over the part of it
+    its records were on; None without records there."""
+    if not os.path.exists(path):
+        return None
+    ks, stretches, off, _ = load(path)
+    lo, hi = t0 * 1e9 - off, t1 * 1e9 - off
+    on = sum(max(0, min(e, hi) - max(s, lo)) for s, e in stretches)
+    busy = sum(max(0, min(e, hi) - max(s, lo)) for s, e, _, _ in ks)
+    return busy / on if on > 0.5 * (hi - lo) else None
+
+
 def band_error(fig, lo, hi):
     """The figure's relative error to the nearer edge of [lo, hi]: 0 inside it."""
     if fig < lo:
@@ -64,6 +89,7 @@ def band_error(fig, lo, hi):
 
 def main():
     out = sys.argv[1]
+    records = sys.argv[2] if len(sys.argv) > 2 else None
     phases = [json.loads(l) for l in open(f"{out}/phases.jsonl") if l.strip()]
     reads = [json.loads(l) for l in open(f"{out}/reads.jsonl") if l.strip()]
     head = next((p for p in phases if p.get("header")), {})
@@ -84,8 +110,8 @@ def main():
     print("| phase | pod | pid inside | pid on host | tessera's pid label | labels (namespace/pod/container, sharing_mode) "
           "| split | reads with a figure | busy_seconds rate | mean busy_ratio | truth (kernel, calibrated) | SM MHz calibrated / served "
           "| truth band | truth at the serving clock (calibration's MHz) | error to it | error to the band "
-          "| error to the calibrated point | within 10 % |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| error to the calibrated point | kernel time in the run (its CUPTI records) | error to it | within 10 % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ok_all = not foot.get("failures")
     for p in phases:
         if "pod" not in p:
@@ -111,7 +137,9 @@ def main():
                     methods.add(l.get("method"))
         rate = (secs[-1][1] - secs[0][1]) / (secs[-1][0] - secs[0][0]) if len(secs) > 1 and secs[-1][0] > secs[0][0] else None
         mean = sum(ratio) / len(ratio) if ratio else None
-        truth, served, band, serving, matched = None, None, None, None, None
+        truth, served, band, serving, matched, in_run = None, None, None, None, None, None
+        if rs and records:
+            in_run = in_run_share(os.path.join(records, f"{name}-{pod}.1"), rs[0]["t"] - LAG, rs[-1]["t"] - LAG)
         if rs and kernel_ms:
             t0, t1 = rs[0]["t"] - LAG, rs[-1]["t"] - LAG
             n0, n1 = at(p["progress"], t0), at(p["progress"], t1)
@@ -127,7 +155,10 @@ def main():
         err = (fig - truth) / truth if fig is not None and truth else None
         band_err = band_error(fig, *band) if fig is not None and band else None
         serving_err = (fig - serving) / serving if fig is not None and serving else None
-        if serving_err is not None:
+        in_run_err = (fig - in_run) / in_run if fig is not None and in_run else None
+        if p.get("mps") and records:
+            good = in_run_err is not None and abs(in_run_err) <= TOLERANCE
+        elif serving_err is not None:
             good = abs(serving_err) <= TOLERANCE
         else:
             good = band_err is not None and abs(band_err) <= TOLERANCE
@@ -153,7 +184,9 @@ def main():
               f'| {"—" if serving is None else f"{serving:.3f} ({matched[1]:.0f})"} '
               f'| {"—" if serving_err is None else f"{serving_err * 100:+.1f} %"} '
               f'| {"—" if band_err is None else f"{band_err * 100:+.1f} %"} '
-              f'| {"—" if err is None else f"{err * 100:+.1f} %"} | {"yes" if good else "**no**"} |')
+              f'| {"—" if err is None else f"{err * 100:+.1f} %"} '
+              f'| {f(in_run)} | {"—" if in_run_err is None else f"{in_run_err * 100:+.1f} %"} '
+              f'| {"yes" if good else "**no**"} |')
     for p in phases:
         if "stray" not in p:
             continue
