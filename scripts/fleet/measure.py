@@ -183,25 +183,28 @@ def dashboards(a, figures, check):
         times = []
         for path in a.dashboards:
             with open(path, encoding="utf-8") as f:
-                instant = {}
+                instant, least = {}, {}
                 for p in json.load(f).get("panels", []):
                     for sub in [p] + p.get("panels", []):
                         for t in sub.get("targets", []):
                             if t.get("expr"):
                                 instant[t["expr"]] = bool(t.get("instant"))
+                                # A panel's min interval: Grafana steps no finer than it.
+                                least[t["expr"]] = duration_seconds(sub.get("interval") or "0s")
             for key, raw in dashboard_queries(path):
                 expr = raw
+                at = max(step, least.get(raw, 0))
                 for k, v in (("${__range_s}", str(seconds)), ("$__range_s", str(seconds)),
                              ("$__range_ms", str(seconds * 1000)), ("${__range}", rng), ("$__range", rng),
                              ("${__rate_interval}", rate), ("$__rate_interval", rate),
-                             ("${__interval}", f"{step}s"), ("$__interval", f"{step}s")):
+                             ("${__interval}", f"{at}s"), ("$__interval", f"{at}s")):
                     expr = expr.replace(k, v)
                 expr = substitute(expr, chosen[path])
                 t0 = time.perf_counter()
                 if instant.get(raw, True):
                     r = get(a.prom + "/api/v1/query", query=expr, time=end)
                 else:
-                    r = get(a.prom + "/api/v1/query_range", query=expr, start=end - seconds, end=end, step=step)
+                    r = get(a.prom + "/api/v1/query_range", query=expr, start=end - seconds, end=end, step=at)
                 dt = time.perf_counter() - t0
                 ok = r.get("status") == "success"
                 check(ok, f"dashboard {key} over {rng}: {r.get('error', 'answers')} ({dt:.3f} s)")
@@ -240,6 +243,11 @@ def close(x, y):
 
 
 UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration_seconds(d):
+    """A Grafana or Prometheus duration ("1m", "90s", "1h30m") in seconds."""
+    return sum(int(n) * UNIT[u] for n, u in re.findall(r"(\d+)([smhdw])", d))
 
 
 def widest_window(expr):
