@@ -18,10 +18,17 @@ Phases (one H200, time-sliced, tessera reading every second, nothing changed on 
             bounds, NVML's per-process SM utilization, the split's method and why, the truth
             over the read's figure window;
   overhead  a launch-bound loop (tiny kernels as fast as Python launches them) beside the GEMM
-            stream, one run of it after another in one call: without the probe, with the probe
-            as shipped, with the probe tracing every launch (TESSERA_PROBE_OVERHEAD=1), and
-            without it again (drift); records are on while the device is shared. Launches per
-            second of each, from 6 s into its turn.
+            stream, which runs through the whole phase: rounds of one turn without the probe and
+            one with it as shipped, plain first in even rounds and probe first in odd ones, so a
+            linear drift of the loop cancels; records are on while the device is shared (the probe's
+            kernel count says so). Every turn's process warms up and waits at a gate before the
+            first round. Launches per second of each turn from 2 s in, each round's change,
+            the GEMM stream's realized duty, and the plain turns against each other as the drift
+            control (overhead.py plans and reads it).
+Env: PHASES (calib,profiler,overhead: all) picks phases, each with the calibration it needs
+(PHASES=overhead calibrates the GEMM stream only); OVERHEAD_ROUNDS (6), OVERHEAD_TURN_S (8),
+OVERHEAD_TRACED (1: a third turn a round, the probe tracing every launch,
+TESSERA_PROBE_OVERHEAD=1).
 Writes DIR/results.jsonl (header, calib, one line per phase with every read), DIR/summary.txt,
 and DIR/logs.tgz (tessera's and the tenants' logs, the probes' toggle logs)."""
 import argparse
@@ -35,6 +42,8 @@ import sys
 import time
 import urllib.request
 
+import overhead
+
 HERE = os.path.abspath(__file__)
 PORT = 9961
 URL = f"http://127.0.0.1:{PORT}"
@@ -45,8 +54,9 @@ PROCS = []
 SCALE = float(os.environ.get("PROFILER_DRY_SCALE", "1"))
 PROF_AT, PROF_FOR, PHASE_S = 15.0 * SCALE, 10.0 * SCALE, 42.0 * SCALE
 READ_FROM = 8.0 * SCALE
-TURN_S, TURN_FROM = 20.0 * SCALE, 6.0 * SCALE
 LEAD = 12.0  # torch import and warm-up before a common start
+READY_S = 60.0  # the overhead phase's gate: how long it waits for every tenant to warm up
+PHASES = ("calib", "profiler", "overhead")
 
 
 def log(*a):
@@ -84,7 +94,7 @@ def workload(kind):
         y = torch.zeros(1024, device=dev)
 
         def step():
-            for _ in range(1000):
+            for _ in range(overhead.LAUNCHES_PER_STEP):
                 y.add_(1.0)
         return step
     raise SystemExit(f"unknown kind {kind}")
@@ -124,17 +134,28 @@ def tenant_calib(kind, out):
         json.dump({"kind": kind, "kernel_ms": ms, "wall_ms": wall_ms}, f)
 
 
-def tenant_run(kind, start, dur, duty, kernel_ms, out, prof_at=None, prof_for=0.0):
+def tenant_run(kind, start, dur, duty, kernel_ms, out, prof_at=None, prof_for=0.0, go=None):
     """Paced requests from `start` for `dur` s (duty 0: as fast as it goes); completion times to
-    `out`. With `prof_at`, torch.profiler runs from then for `prof_for` s."""
+    `out`. With `prof_at`, torch.profiler runs from then for `prof_for` s. With `go`, `start` is
+    an offset: once warm, the tenant says so (`out`.ready) and waits for the driver to write the
+    common start into `go`."""
     import torch
     step = workload(kind)
     for _ in range(10):
         step()
     torch.cuda.synchronize()
-    info = {"kind": kind, "pid": os.getpid(), "done": [], "duty": duty, "start": start}
+    ready = time.time()
+    if go:
+        open(out + ".ready", "w").close()
+        while not os.path.exists(go):
+            time.sleep(0.02)
+        with open(go) as f:
+            start += float(f.read())
+    info = {"kind": kind, "pid": os.getpid(), "done": [], "duty": duty, "start": start, "ready": ready}
+    # Coarse sleeps while far from the start: a dozen waiting tenants stay off the CPU the
+    # running one launches from.
     while time.time() < start:
-        time.sleep(0.005)
+        time.sleep(min(0.05, max(0.0, start - time.time())))
     prof = None
     n = 0
     end = start + dur
@@ -255,37 +276,10 @@ def run_tenants(specs, dur, read_from):
         procs[name] = start_proc([sys.executable, HERE, "tenant", *argv, "--start", str(start),
                                   "--dur", str(dur), "--out", f"{RUN}/{name}.json"], env, f"{RUN}/logs/{name}.log")
     reads = watch(start + read_from, start + dur)
-    for p in procs.values():
-        try:
-            p.wait(30)
-        except subprocess.TimeoutExpired:
-            stop(p)
-    res = {}
-    for name in procs:
-        try:
-            with open(f"{RUN}/{name}.json") as f:
-                res[name] = json.load(f)
-        except (OSError, ValueError):
-            res[name] = {"error": "no result", "rc": procs[name].returncode}
-    return start, reads, res
+    return start, reads, collect(procs)
 
 
-def run_turns(probe, cupti, calib):
-    """The launch-bound loop's turns beside one GEMM stream that runs through all of them."""
-    turns = [("tiny-plain", None, {}), ("tiny-probe", probe, {}),
-             ("tiny-traced", probe, {"TESSERA_PROBE_OVERHEAD": "1"}), ("tiny-plain-again", None, {})]
-    start = time.time() + LEAD
-    total = TURN_S * len(turns)
-    tenant = [sys.executable, HERE, "tenant"]
-    procs = {"gemm-ovh": start_proc(tenant + ["gemm", "--duty", "0.35", "--kernel-ms", str(calib["gemm"]["kernel_ms"]),
-                                              "--start", str(start), "--dur", str(total),
-                                              "--out", f"{RUN}/gemm-ovh.json"],
-                                    tenant_env(probe, cupti), f"{RUN}/logs/gemm-ovh.log")}
-    for i, (name, p, extra) in enumerate(turns):
-        procs[name] = start_proc(tenant + ["tiny", "--duty", "0", "--start", str(start + i * TURN_S),
-                                           "--dur", str(TURN_S - 1.0), "--out", f"{RUN}/{name}.json"],
-                                 tenant_env(p, cupti, extra), f"{RUN}/logs/{name}.log")
-    reads = watch(start + 2.0, start + total)
+def collect(procs):
     res = {}
     for name, p in procs.items():
         try:
@@ -297,7 +291,42 @@ def run_turns(probe, cupti, calib):
                 res[name] = json.load(f)
         except (OSError, ValueError):
             res[name] = {"error": "no result", "rc": p.returncode}
-    return start, reads, res
+    return res
+
+
+def run_rounds(probe, cupti, calib):
+    """overhead.schedule()'s turns of the launch-bound loop, a process each, beside one GEMM
+    stream through all of them. All start at once and wait, warm, at a gate: the clock starts
+    when the last is ready, so no torch import or CUDA context creation falls in a turn."""
+    turns = overhead.schedule(overhead.ROUNDS, overhead.TRACED)
+    total = overhead.TURN_S * len(turns)
+    go = f"{RUN}/go"
+    tenant = [sys.executable, HERE, "tenant"]
+    spawned = time.time()
+    procs = {overhead.GEMM: start_proc(
+        tenant + ["gemm", "--duty", str(overhead.DUTY), "--kernel-ms", str(calib["gemm"]["kernel_ms"]),
+                  "--start", "0", "--dur", str(total), "--go", go, "--out", f"{RUN}/{overhead.GEMM}.json"],
+        tenant_env(probe, cupti), f"{RUN}/logs/{overhead.GEMM}.log")}
+    for t in turns:
+        with_probe, extra = overhead.VARIANTS[t["variant"]]
+        procs[t["name"]] = start_proc(
+            tenant + ["tiny", "--duty", "0", "--start", str(t["offset"]), "--dur",
+                      str(overhead.TURN_S - overhead.TURN_GAP), "--go", go, "--out", f"{RUN}/{t['name']}.json"],
+            tenant_env(probe if with_probe else None, cupti, extra), f"{RUN}/logs/{t['name']}.log")
+    waiting = set(procs)
+    while waiting and time.time() < spawned + READY_S:
+        time.sleep(0.1)
+        waiting = {n for n in waiting if procs[n].poll() is None and not os.path.exists(f"{RUN}/{n}.json.ready")}
+    ready_s = time.time() - spawned
+    base = time.time() + 1.0  # every tenant polls the gate well within this
+    with open(go + ".tmp", "w") as f:
+        f.write(repr(base))
+    os.rename(go + ".tmp", go)
+    log(f"overhead: ready after {ready_s:.1f} s (not ready: {sorted(waiting) or 'none'}); "
+        f"{len(turns)} turns, {total:.0f} s")
+    reads = watch(base, base + total)
+    return {"base": base, "ready_s": ready_s, "not_ready": sorted(waiting), "turns": turns,
+            "tenants": collect(procs), "reads": reads}
 
 
 def torch_cupti():
@@ -318,7 +347,17 @@ def torch_cupti():
         return None
 
 
+def phases_asked():
+    asked = [p for p in re.split(r"[,\s]+", os.environ.get("PHASES", ",".join(PHASES))) if p]
+    if not asked or set(asked) - set(PHASES):
+        raise SystemExit(f"PHASES={os.environ.get('PHASES')}: pick from {','.join(PHASES)}")
+    if "overhead" in asked:
+        overhead.check_settings()
+    return asked
+
+
 def drive(a):
+    phases = phases_asked()
     os.makedirs(a.out, exist_ok=True)
     subprocess.run(["rm", "-rf", RUN])
     os.makedirs(f"{RUN}/logs")
@@ -340,9 +379,12 @@ def drive(a):
     except (OSError, subprocess.SubprocessError) as e:
         card = f"nvidia-smi: {e}"
     out.write(json.dumps({"type": "header", "commit": a.commit, "card": card, "torch_cupti": own,
-                          "system_cupti": system, "started": time.time()}) + "\n")
+                          "system_cupti": system, "started": time.time(), "phases": phases,
+                          "overhead": {"rounds": overhead.ROUNDS, "turn_s": overhead.TURN_S,
+                                       "traced": overhead.TRACED}}) + "\n")
     calib = {}
-    for kind in ("enc", "gemm"):
+    kinds = ("enc", "gemm") if {"calib", "profiler"} & set(phases) else ("gemm",)
+    for kind in kinds:
         path = f"{RUN}/calib-{kind}.json"
         subprocess.run([sys.executable, HERE, "calib", kind, path], env=tenant_env(None, None),
                        stdout=open(f"{RUN}/logs/calib-{kind}.log", "w"), stderr=subprocess.STDOUT, timeout=180)
@@ -352,13 +394,13 @@ def drive(a):
             calib[kind] = {"error": "calibration failed"}
     out.write(json.dumps({"type": "calib", "calib": calib}) + "\n")
     log("calibrated", calib)
-    if "kernel_ms" not in calib.get("enc", {}) or "kernel_ms" not in calib.get("gemm", {}):
+    if any("kernel_ms" not in calib[k] for k in kinds):
         out.write(json.dumps({"type": "footer", "error": "calibration failed"}) + "\n")
         out.close()
         stop(tessera)
         return
     variants = [("torch-cupti", own)] + ([("system-cupti", system)] if system and system != own else [])
-    for name, cupti in variants:
+    for name, cupti in variants if "profiler" in phases else []:
         trace = {"TESSERA_PROBE_TRACE_LOG": f"{RUN}/logs/toggles-{name}"}
         specs = [("enc-" + name, ["enc", "--duty", "0.3", "--kernel-ms", str(calib["enc"]["kernel_ms"]),
                                   "--prof-at", str(PROF_AT), "--prof-for", str(PROF_FOR)],
@@ -378,10 +420,12 @@ def drive(a):
         out.write(json.dumps({"type": "profiler", "variant": name, "cupti": cupti, "start": start,
                               "calib": calib, "tenants": res, "reads": reads, "toggles": toggles}) + "\n")
         out.flush()
-    log("phase overhead")
-    start, reads, res = run_turns(a.probe, own, calib)
-    out.write(json.dumps({"type": "overhead", "start": start, "from": TURN_FROM, "tenants": res,
-                          "reads": reads}) + "\n")
+    if "overhead" in phases:
+        log("phase overhead")
+        res = run_rounds(a.probe, own, calib)
+        out.write(json.dumps({"type": "overhead", "turn_s": overhead.TURN_S, "from": overhead.TURN_FROM,
+                              "gap": overhead.TURN_GAP, "duty": overhead.DUTY, "calib": calib,
+                              "launches_per_step": overhead.LAUNCHES_PER_STEP, **res}) + "\n")
     stop(tessera)
     for p in PROCS:
         stop(p, 1.0)
@@ -477,26 +521,6 @@ def median(xs):
     return xs[len(xs) // 2] if xs else None
 
 
-def overhead_rows(rec):
-    """Launches per second of each launch-bound tenant from `from` s into its turn, and what the
-    probe recorded of them (gpu_process_kernels_total grew: records were on)."""
-    rows = []
-    for name, r in sorted(rec["tenants"].items(), key=lambda kv: kv[1].get("start", 0)):
-        if not name.startswith("tiny") or "done" not in r:
-            continue
-        t0 = r.get("start", rec["start"]) + rec["from"]
-        done = [t for t in r["done"] if t > t0]
-        rate = (len(done) - 1) * 1000 / (done[-1] - done[0]) if len(done) > 1 else None
-        kernels = [read["p"].get(str(r.get("pid")), {}).get("kernels") for read in rec["reads"] if "p" in read]
-        kernels = [k for k in kernels if k is not None]
-        rows.append({"tenant": name, "launches_per_s": rate,
-                     "probe_kernels_seen": (kernels[-1] - kernels[0]) if len(kernels) > 1 else None})
-    plain = next((x["launches_per_s"] for x in rows if x["tenant"] == "tiny-plain"), None)
-    for x in rows:
-        x["vs_plain"] = (x["launches_per_s"] / plain - 1) if plain and x["launches_per_s"] else None
-    return rows
-
-
 def summarize(path):
     lines = []
     with open(path) as f:
@@ -527,13 +551,7 @@ def summarize(path):
                              f"{'-' if me is None else f'{me:+.3f}':>8} "
                              f"{r['nvml_within10']:4}/{r['nvml_reads']:<4} {'-' if mn is None else f'{mn:+.3f}':>8}")
         elif rec["type"] == "overhead":
-            lines.append("\noverhead phase: a launch-bound loop's turns beside a GEMM stream at 0.35")
-            for r in overhead_rows(rec):
-                rate = r["launches_per_s"]
-                vs = r["vs_plain"]
-                lines.append(f"{r['tenant']:18} {'-' if rate is None else f'{rate:,.0f}':>10} launches/s  "
-                             f"{'' if vs is None else f'{vs:+.1%} vs plain':>16}  probe saw "
-                             f"{r['probe_kernels_seen']} kernels")
+            lines += overhead.summary_lines(rec)
         elif rec["type"] == "footer" and rec.get("error"):
             lines.append(f"footer: {rec['error']}")
     return "\n".join(lines) + "\n"
@@ -541,7 +559,8 @@ def summarize(path):
 
 def selftest():
     """The summary on made-up reads: a profiled tenant withheld with the reason while the
-    profiler runs, one published low read, NVML's figure beside."""
+    profiler runs, one published low read, NVML's figure beside; the overhead phase's rounds
+    (overhead.selftest)."""
     import tempfile
     t0 = 1000.0
     done_p = [t0 + i * 0.01 for i in range(4000)]  # 1 ms kernels every 10 ms: truth 0.1
@@ -575,16 +594,14 @@ def selftest():
         "tenants": {"tiny-plain": {"pid": 20, "start": t0, "done": [t0 + 10 + i * 0.01 for i in range(101)]},
                     "tiny-probe": {"pid": 21, "start": t0 + 20, "done": [t0 + 30 + i * 0.0125 for i in range(81)]},
                     "gemm-ovh": {"pid": 22, "done": []}}}
-    o = {r["tenant"]: r for r in overhead_rows(ovh)}
-    assert abs(o["tiny-plain"]["launches_per_s"] - 100_000) < 1, o
-    assert abs(o["tiny-probe"]["vs_plain"] + 0.2) < 1e-6, o
-    assert o["tiny-probe"]["probe_kernels_seen"] == 5000, o
+    rounds = overhead.selftest()  # the rounds' plan and reading; `ovh` a record from before them
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
-        for r in ({"type": "header", "card": "test"}, {"type": "calib", "calib": rec["calib"]}, rec, ovh):
+        for r in ({"type": "header", "card": "test"}, {"type": "calib", "calib": rec["calib"]}, rec, ovh, rounds):
             f.write(json.dumps(r) + "\n")
     text = summarize(f.name)
     os.remove(f.name)
-    assert "enc" in text and "-20.0% vs plain" in text, text
+    assert "enc" in text and "-20.0% vs plain" in text and "probe saw 5000 kernels" in text, text
+    assert "probe vs plain, 6 of 6 rounds: median -9.9%" in text and "this run separates" in text, text
     body = 'gpu_process_busy_ratio{node="n",pid="7",sharing_mode="time-slicing"} 0.25\n' \
            'gpu_process_kernels_total{pid="7"} 12\n# HELP x\n'
     assert parse_metrics(body) == {"7": {"figure": 0.25, "kernels": 12.0}}
@@ -612,6 +629,7 @@ def main():
     t.add_argument("--start", type=float, required=True)
     t.add_argument("--dur", type=float, required=True)
     t.add_argument("--out", required=True)
+    t.add_argument("--go")
     s = sub.add_parser("summarize")
     s.add_argument("path")
     sub.add_parser("selftest")
@@ -625,7 +643,7 @@ def main():
     elif a.cmd == "calib":
         tenant_calib(a.kind, a.path)
     elif a.cmd == "tenant":
-        tenant_run(a.kind, a.start, a.dur, a.duty, a.kernel_ms, a.out, a.prof_at, a.prof_for)
+        tenant_run(a.kind, a.start, a.dur, a.duty, a.kernel_ms, a.out, a.prof_at, a.prof_for, a.go)
     elif a.cmd == "summarize":
         print(summarize(a.path), end="")
     else:

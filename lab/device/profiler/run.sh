@@ -3,8 +3,13 @@
 # the probe's cost to a launch-bound tenant while shared, in one device call (profiler.py says
 # what each phase does). From the repository root, with release builds carried:
 #   cargo build --release -p tessera -p tessera-probe      # here, before the call
-#   OUT=$OUT bash lab/device/profiler/run.sh               # there (about 4 minutes)
+#   OUT=$OUT bash lab/device/profiler/run.sh               # there (about 4.5 minutes)
+#   PHASES=overhead OUT=$OUT bash lab/device/profiler/run.sh   # the probe's cost alone (2.5 min)
 #   carry: target/release/tessera target/release/libtessera_probe.so
+# Env: PHASES (calib,profiler,overhead; default all), each phase with the calibration it needs;
+# OVERHEAD_ROUNDS (6), OVERHEAD_TURN_S (8), OVERHEAD_TRACED (1: a third turn a round, the probe
+# tracing every launch). The overhead phase takes ROUNDS x 2 (3 traced) x TURN_S s, plus about
+# 20 s to start and warm its tenants; all phases together must fit the driver's 470 s below.
 # Writes to $OUT: results.jsonl, summary.txt, logs.tgz. Never changes GPU settings; starts no
 # MPS daemon.
 set -u
