@@ -105,7 +105,7 @@ fi
 # history's first sample record nothing.
 rules_start=$((start - start % 7200))
 t0=$SECONDS
-passes=$(python3 tests/advisor/rule_passes.py "$tmp/passes" --group tessera.advisor.summary --group tessera.advisor.summary.usage \
+passes=$(python3 tests/advisor/rule_passes.py "$tmp/passes" --group tessera.advisor.summary --group tessera.advisor.summary.allocations --group tessera.advisor.summary.usage \
   --inputs-of tessera.advisor.profile alerts/tessera-recording.yaml alerts/tessera-advisor.yaml)
 printf 'global:\n  evaluation_interval: 5s\n' >"$tmp/empty.yml"
 ok=1
