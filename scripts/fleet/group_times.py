@@ -8,8 +8,10 @@ two sides, scripts/fleet/shards.sh's shards).
 For S seconds, every round of every group is read from each server's
 prometheus_rule_group_last_duration_seconds (one value per evaluation, keyed by its
 timestamp; polled three times an interval, so no round is missed) and every rule's
-evaluationTime from /api/v1/rules. Prints, per group, each side's median / max and rounds and
-the medians of the first and second half of the rounds, then each side's slowest rules;
+evaluationTime from /api/v1/rules, with the most instances each alerting rule held at once
+(every instance costs its labels' and annotations' template expansions). Prints, per group,
+each side's median / max and rounds and the medians of the first and second half of the
+rounds, then each side's slowest rules and its alerting rules with the most instances;
 --out writes them as JSON with every round and the age of the live data at it (seconds since
 --history-end, where the backfilled history ends: a window longer than that age still reads
 the history). --info adds KEY: VALUE to the JSON (integers where they parse).
@@ -25,7 +27,7 @@ LINE = re.compile(r'^prometheus_rule_group_last_(duration_seconds|evaluation_tim
                   r'\{rule_group="[^"]*;([^"]*)"\} (\S+)$')
 
 
-def poll(url, rounds, rules):
+def poll(url, rounds, rules, alerts):
     got = {}
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
         for line in r.read().decode().splitlines():
@@ -39,6 +41,9 @@ def poll(url, rounds, rules):
         for g in json.load(r)["data"]["groups"]:
             for rule in g["rules"]:
                 rules.setdefault(rule["name"], {})[rule.get("lastEvaluation")] = rule.get("evaluationTime") or 0.0
+                if rule.get("type") == "alerting":
+                    n = len(rule.get("alerts") or [])
+                    alerts[rule["name"]] = max(alerts.get(rule["name"], 0), n)
 
 
 def main():
@@ -53,17 +58,18 @@ def main():
     sides = dict(s.split("=", 1) for s in a.side)
     rounds = {s: {} for s in sides}
     rules = {s: {} for s in sides}
+    alerts = {s: {} for s in sides}
     end = time.time() + a.seconds
     load = []
     while time.time() < end:
         for s, url in sides.items():
-            poll(url, rounds[s], rules[s])
+            poll(url, rounds[s], rules[s], alerts[s])
         with open("/proc/loadavg", encoding="ascii") as f:
             load.append(float(f.read().split()[0]))
         time.sleep(a.eval / 3)
     res = {"seconds": a.seconds, "sides": sides, "history_end": a.history_end,
            "load_average_1m": {"median": statistics.median(load), "max": max(load)},
-           "groups": {}, "rules": {}, "rounds": {}}
+           "groups": {}, "rules": {}, "rounds": {}, "alerts": alerts}
     for kv in a.info:
         k, v = kv.split("=", 1)
         res[k] = int(v) if v.isdigit() else v
@@ -90,6 +96,8 @@ def main():
         top = sorted(med.items(), key=lambda kv: -kv[1])[:12]
         res["rules"][s] = {n: round(t, 4) for n, t in sorted(med.items())}
         print(f"slowest rules {s} (median s): " + ", ".join(f"{n} {t:.3f}" for n, t in top))
+        most = sorted(alerts[s].items(), key=lambda kv: -kv[1])[:6]
+        print(f"most alert instances {s}: " + ", ".join(f"{n} {c}" for n, c in most))
     worst = max(((r["median"], g, s) for g, row in res["groups"].items() for s, r in row.items() if r),
                 default=None)
     if worst:
