@@ -11,13 +11,15 @@ timestamp; polled three times an interval, so no round is missed) and every rule
 evaluationTime from /api/v1/rules, with the most instances each alerting rule held at once
 (every instance costs its labels' and annotations' template expansions). Prints, per group,
 each side's median / max and rounds and the medians of the first and second half of the
-rounds, then each side's slowest rules and its alerting rules with the most instances;
+rounds, then each side's slowest rules and its alerting rules with the most instances, and the
+host's cores busy and stolen over the window, by command (/proc);
 --out writes them as JSON with every round and the age of the live data at it (seconds since
 --history-end, where the backfilled history ends: a window longer than that age still reads
 the history). --info adds KEY: VALUE to the JSON (integers where they parse).
 """
 import argparse
 import json
+import os
 import re
 import statistics
 import time
@@ -46,6 +48,34 @@ def poll(url, rounds, rules, alerts):
                     alerts[rule["name"]] = max(alerts.get(rule["name"], 0), n)
 
 
+def cpu_ticks():
+    """The host's busy and stolen ticks (/proc/stat) and every command's own ticks (/proc/PID/stat),
+    so a window's CPU can be split by what used it."""
+    with open("/proc/stat", encoding="ascii") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    host = {"busy": sum(v) - v[3] - v[4] - v[7], "steal": v[7]}
+    by_comm = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        fields = st[st.rindex(")") + 2:].split()
+        by_comm[comm] = by_comm.get(comm, 0) + int(fields[11]) + int(fields[12])
+    return host, by_comm
+
+
+def cpu_cores(before, after, seconds):
+    hz = os.sysconf("SC_CLK_TCK")
+    host = {k: round((after[0][k] - before[0][k]) / hz / seconds, 2) for k in after[0]}
+    comms = {c: round((t - before[1].get(c, 0)) / hz / seconds, 2) for c, t in after[1].items()}
+    return host, dict(sorted(((c, v) for c, v in comms.items() if v >= 0.05), key=lambda kv: -kv[1]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--side", action="append", required=True, help="NAME=URL")
@@ -59,7 +89,8 @@ def main():
     rounds = {s: {} for s in sides}
     rules = {s: {} for s in sides}
     alerts = {s: {} for s in sides}
-    end = time.time() + a.seconds
+    start, ticks0 = time.time(), cpu_ticks()
+    end = start + a.seconds
     load = []
     while time.time() < end:
         for s, url in sides.items():
@@ -67,13 +98,16 @@ def main():
         with open("/proc/loadavg", encoding="ascii") as f:
             load.append(float(f.read().split()[0]))
         time.sleep(a.eval / 3)
-    res = {"seconds": a.seconds, "sides": sides, "history_end": a.history_end,
+    host_cores, comm_cores = cpu_cores(ticks0, cpu_ticks(), time.time() - start)
+    res = {"seconds": a.seconds, "cpu_cores": {"host": host_cores, "by_command": comm_cores}, "sides": sides, "history_end": a.history_end,
            "load_average_1m": {"median": statistics.median(load), "max": max(load)},
            "groups": {}, "rules": {}, "rounds": {}, "alerts": alerts}
     for kv in a.info:
         k, v = kv.split("=", 1)
         res[k] = int(v) if v.isdigit() else v
-    print(f"\n{a.seconds} s, load average median {statistics.median(load):.1f} (max {max(load):.1f})")
+    print(f"\n{a.seconds} s, load average median {statistics.median(load):.1f} (max {max(load):.1f}),"
+          f" {host_cores['busy']} cores busy, {host_cores['steal']} stolen; by command: "
+          + ", ".join(f"{c} {v}" for c, v in list(comm_cores.items())[:8]))
     width = 26
     print(f"{'group':30} " + " ".join(f"{s + ' median / max s (rounds)':>{width}}" for s in sides)
           + "   medians, first / second half")
